@@ -1,0 +1,79 @@
+#ifndef Py_INTERNAL_PERF_TRAMPOLINE_H
+#define Py_INTERNAL_PERF_TRAMPOLINE_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+/* cpython-perf: the interface between the interpreter and the perf
+   trampoline subsystem (Python/perf_trampoline.c explains the design). */
+
+struct _PyInterpreterFrame;
+
+/* The PEP 523 evaluator installed while a backend is active.  It runs
+   `frame` through the code object's own trampoline.  ceval.c calls it
+   directly for the frames its call instructions push themselves, and
+   compares interp->eval_frame against it to keep those calls specialized. */
+PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
+    PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
+
+/* Start-up: honour -X perf, -X perf_jit, PYTHONPERFSUPPORT and
+   PYTHON_PERF_JIT_SUPPORT.  Never fails: problems become warnings. */
+extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
+
+/* Finalization: deactivate, write the backends' trailers, close files. */
+extern void _PyPerfTrampoline_Fini(void);
+
+/* After fork() in the child: move to files named for the new pid. */
+extern void _PyPerfTrampoline_AfterForkChild(void);
+
+/* sys.activate_stack_trampoline() and friends, added to the sys module. */
+extern PyMethodDef _PyPerfTrampoline_SysMethods[];
+
+
+/* ---- Backends ------------------------------------------------------------
+
+   A backend describes one file format.  The shared machinery owns the
+   file (safe creation, buffering, fork handling); the backend only turns
+   events into bytes and hands them to _PyPerfFile_Append(). */
+
+typedef struct _PyPerfFile _PyPerfFile;
+
+typedef struct {
+    /* The name sys.activate_stack_trampoline() accepts. */
+    const char *name;
+    /* printf format of the file name, taking the pid as its only
+       argument, e.g. "/tmp/perf-%ld.map". */
+    const char *path_format;
+    /* Called once the file is open: write a header, set up markers.
+       Returns 0, or -1 with errno set. */
+    int (*init)(_PyPerfFile *file);
+    /* Describe one trampoline of `size` bytes at `code` for `co`.
+       Returns 0, or -1 with errno set. */
+    int (*write_entry)(_PyPerfFile *file, const void *code, size_t size,
+                       PyCodeObject *co);
+    /* Called before the file is closed at exit (not after fork). */
+    void (*fini)(_PyPerfFile *file);
+} _PyPerfBackend;
+
+extern const _PyPerfBackend _PyPerf_MapBackend;
+extern const _PyPerfBackend _PyPerf_JitDumpBackend;
+
+/* Append one whole record.  Records are never split between writes, so a
+   killed process leaves a file of complete records.  0 or -1 (errno). */
+extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
+                              size_t size);
+extern int _PyPerfFile_Fd(const _PyPerfFile *file);
+
+/* The UTF-8 text of a str for file names and symbols, with line breaks
+   and other control characters replaced, never NULL, never raising. */
+extern const char *_PyPerf_SymbolText(PyObject *str, char *buf,
+                                      size_t bufsize);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* !Py_INTERNAL_PERF_TRAMPOLINE_H */

@@ -1,0 +1,134 @@
+# cpython-perf: Linux perf support for CPython 3.11, as a patch series and
+# overlay files applied to the pinned python.org tarball.
+#
+# `make help` lists the targets.  Every variable below can be overridden on
+# the command line or in the environment (`make JOBS=4`).
+
+PYTHON_VERSION  ?= 3.11.2
+PYTHON_SHA256   ?= 2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
+PYTHON_TGZ_NAME := Python-$(PYTHON_VERSION).tgz
+# Where the tarball is looked for, in this order; then it is downloaded.
+SHARED_CPYTHON  ?= $(CURDIR)/../shared/cpython
+PYTHON_TARBALL  ?=
+DOWNLOAD_CACHE  ?= $(HOME)/.cache/cpython-perf
+PYTHON_URL      ?= https://www.python.org/ftp/python/$(PYTHON_VERSION)/$(PYTHON_TGZ_NAME)
+
+JOBS            ?= $(shell nproc 2>/dev/null || echo 2)
+# Extra compiler flags of the default build (frame pointers everywhere, so
+# that `perf record -g` walks through the interpreter) ...
+FP_CFLAGS       ?= -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
+# ... and of the distribution-style build (`make nofp`, for -X perf_jit).
+NOFP_CFLAGS     ?=
+CONFIGURE_FLAGS ?= --without-ensurepip
+
+BUILD   := build
+SRC     := $(BUILD)/src
+STAMPS  := $(BUILD)/.stamps
+# build/src is a git work tree whose repository lives beside it, not in
+# it: CPython's build would otherwise stamp sys.version with our git tags.
+SRCGIT  := git --git-dir=$(BUILD)/src.git --work-tree=$(SRC)
+NOFP    := build-nofp
+
+OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
+SERIES  := $(addprefix patches/,$(shell grep -v '^\#' patches/series))
+
+# Run CPython's own tests without the caller's PYTHON* variables.
+CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
+
+.PHONY: all help demo test test-fp test-nofp nofp bench tree refresh-patch \
+        clean distclean
+
+all: $(BUILD)/python
+
+help:
+	@echo "make            build the patched interpreter, runs in place as build/python"
+	@echo "make demo       build, then profile examples/demo.py with perf and print the report"
+	@echo "make test       build both interpreters and run the test suite"
+	@echo "make nofp       build the no-frame-pointer interpreter build-nofp/python"
+	@echo "make bench      build stock 3.11.2 too and print the overhead table"
+	@echo "make tree       re-create build/src from the tarball (drops edits made there)"
+	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
+	@echo "                regenerate a patch from your edits in build/src"
+	@echo "make clean      remove the object files, keep the unpacked tree"
+	@echo "make distclean  remove everything the build made"
+
+# --- the source tree ------------------------------------------------------
+
+$(STAMPS)/unpacked: tools/find-tarball.sh
+	@tgz=$$(tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
+	        '$(PYTHON_URL)' '$(DOWNLOAD_CACHE)' $(dir $(PYTHON_TARBALL)) \
+	        '$(SHARED_CPYTHON)') || exit 1; \
+	  echo "unpacking $$tgz (sha256 verified)"; \
+	  rm -rf $(SRC) $(BUILD)/src.git $(STAMPS) && mkdir -p $(SRC) $(STAMPS) && \
+	  tar -xzf "$$tgz" -C $(SRC) --strip-components=1 && \
+	  $(SRCGIT) init -q && \
+	  $(SRCGIT) add -A && \
+	  $(SRCGIT) -c user.name=cpython-perf -c user.email=build@localhost \
+	      commit -q -m "CPython $(PYTHON_VERSION) from $(PYTHON_TGZ_NAME)" && \
+	  $(SRCGIT) tag upstream
+	@touch $@
+
+$(STAMPS)/patched: $(STAMPS)/unpacked patches/series $(SERIES) \
+                   configure.ac.fragment tools/prepare-tree.sh
+	tools/prepare-tree.sh $(SRC) patches configure.ac.fragment
+	@touch $@
+
+# Overlay files are copied only when they differ, so make in the objdir sees
+# new mtimes for exactly the files that were edited.
+$(STAMPS)/overlay: $(STAMPS)/patched $(OVERLAY)
+	@for f in $(OVERLAY); do \
+	    cmp -s $$f $(SRC)/$$f || { mkdir -p $(SRC)/$$(dirname $$f) && \
+	                              cp $$f $(SRC)/$$f && echo "overlay $$f"; }; \
+	done
+	@touch $@
+
+tree:
+	rm -rf $(SRC) $(BUILD)/src.git $(STAMPS)
+	$(MAKE) $(STAMPS)/overlay
+
+# --- the two interpreters -------------------------------------------------
+
+# configure runs in the object directory; the source tree stays clean so
+# that both builds can share it.
+# CPython's own Makefile re-runs configure when build/src/configure changes,
+# so configure runs here only for a new object directory.
+$(BUILD)/Makefile: | $(STAMPS)/overlay
+	cd $(BUILD) && ./src/configure $(CONFIGURE_FLAGS) CFLAGS="$(FP_CFLAGS)" \
+	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+
+$(NOFP)/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(NOFP)
+	cd $(NOFP) && ../$(SRC)/configure $(CONFIGURE_FLAGS) CFLAGS="$(NOFP_CFLAGS)" \
+	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+
+$(BUILD)/python: $(BUILD)/Makefile $(STAMPS)/overlay FORCE
+	$(MAKE) -C $(BUILD) -j$(JOBS) -s
+
+$(NOFP)/python: $(NOFP)/Makefile $(STAMPS)/overlay FORCE
+	$(MAKE) -C $(NOFP) -j$(JOBS) -s
+
+nofp: $(NOFP)/python
+
+FORCE:
+
+# --- using it ---------------------------------------------------------------
+
+demo: $(BUILD)/python
+	tools/demo.sh $(BUILD)/python examples/demo.py
+
+test: $(BUILD)/python
+	$(CLEAN_ENV) tools/run-tests.sh $(BUILD)/python
+
+bench: $(BUILD)/python $(NOFP)/python
+	$(MAKE) -C bench
+
+refresh-patch:
+	@test -n "$(PATCH)" || { echo "usage: make refresh-patch PATCH=patches/NNNN-name.patch"; exit 1; }
+	tools/refresh-patch.sh $(SRC) $(PATCH)
+
+clean:
+	-$(MAKE) -C $(BUILD) clean
+	-$(MAKE) -C $(NOFP) clean
+
+distclean:
+	rm -rf $(BUILD) $(NOFP) build-stock

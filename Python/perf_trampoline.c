@@ -1,0 +1,864 @@
+/*
+ * cpython-perf: perf trampolines, so that Linux perf names Python functions.
+ *
+ * The problem
+ * -----------
+ * perf knows only native symbols.  Every Python function runs inside
+ * _PyEval_EvalFrameDefault, so a profile shows that one symbol, stacked as
+ * deep as the program's Python calls go, and never the Python functions.
+ *
+ * The idea
+ * --------
+ * Give every code object a native address range of its own: a small copy
+ * of an assembly trampoline (Python/asm_trampoline.S) that calls the
+ * evaluator.  Running a frame through its code object's trampoline puts
+ * that address on the native stack, and a file tells perf which Python
+ * function each range belongs to:
+ *
+ *     native stack (grows down)           what perf reports
+ *     ---------------------------------   -------------------------------
+ *     _PyEval_EvalFrameDefault            _PyEval_EvalFrameDefault
+ *     _PyPerfTrampoline_EvalFrame         _PyPerfTrampoline_EvalFrame
+ *     trampoline copy #17  [0x7f..a0]     py::bar:app.py   (from the file)
+ *     _PyEval_EvalFrameDefault            _PyEval_EvalFrameDefault
+ *     _PyPerfTrampoline_EvalFrame         ...
+ *     trampoline copy #18  [0x7f..b0]     py::foo:app.py
+ *     _PyEval_EvalFrameDefault
+ *
+ * The trampoline builds a frame record, so frame-pointer unwinding loses
+ * no native frame on the way through it.
+ *
+ * How frames get there
+ * --------------------
+ * Frames that C code starts (function calls from C, generators, the main
+ * module) go through the PEP 523 hook, interp->eval_frame, which is
+ * _PyPerfTrampoline_EvalFrame while a backend is active.  In 3.11 the
+ * evaluator runs Python-to-Python calls inline, without any C call, and a
+ * PEP 523 hook normally turns that off together with the CALL_PY_*
+ * specializations.  Our ceval.c patch keeps both: a call instruction still
+ * pushes the new frame itself, specialized, and only then, out of line,
+ * hands it to _PyPerfTrampoline_EvalFrame instead of jumping to its first
+ * instruction.  Each Python call thus costs one trampoline and one
+ * evaluator entry, and nothing at all while no backend is active.
+ *
+ * Trampolines
+ * -----------
+ * Copies live in arenas of executable memory.  An arena is mapped
+ * writable, filled with as many copies of the template as fit, then made
+ * read+execute; it is never writable and executable at once, and handing
+ * out a trampoline is just taking the next slot.  A code object finds its
+ * trampoline through its co_extra slot (one index requested from the
+ * interpreter).  Trampolines are never reused: a later owner of the same
+ * addresses would be misnamed in samples taken before.  Each slot
+ * remembers its code object (forgotten when the code object dies) and
+ * which backends have been told about it, so that switching backends or
+ * forking re-describes exactly the live trampolines.
+ *
+ * Backends and files
+ * ------------------
+ * A backend (_PyPerfBackend: init / write entry / fini) turns trampolines
+ * into one file format: the perf map here, the jitdump in
+ * Python/perf_jit_trampoline.c.  This file owns everything else about the
+ * files: /tmp/<name>-<pid>.<ext> is created 0600 without following
+ * symlinks, refused unless it is a regular file of ours with one link, and
+ * written through one buffer that only ever holds whole records.  A new
+ * trampoline's record goes out in a single write() as soon as it is
+ * complete; re-describing many trampolines at once (after switching
+ * backends or forking) goes out in buffer-sized writes.  A killed process,
+ * or a child leaving through os._exit(), thus leaves a file of complete
+ * records that names every trampoline it ran.  After fork() the child
+ * drops the parent's descriptor and starts files named for its own pid.
+ *
+ * Failure to create or write a file is a RuntimeWarning; the backend
+ * turns off and the program runs on.  Everything here runs with the GIL
+ * held, which serializes all writers of a file.
+ */
+
+#include "Python.h"
+#include "pycore_ceval.h"         // _PyEval_EvalFrameDefault()
+#include "pycore_frame.h"         // _PyInterpreterFrame
+#include "pycore_interp.h"        // PyInterpreterState.eval_frame
+#include "pycore_perf_trampoline.h"
+#include "pycore_pystate.h"       // _PyInterpreterState_GET()
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <errno.h>
+#include <fcntl.h>                // open()
+#include <pthread.h>              // pthread_atfork()
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>             // mmap()
+#include <sys/stat.h>             // fstat()
+#include <unistd.h>
+
+typedef PyObject *(*py_evaluator)(PyThreadState *, _PyInterpreterFrame *,
+                                  int);
+typedef PyObject *(*py_trampoline)(PyThreadState *, _PyInterpreterFrame *,
+                                   int, py_evaluator);
+
+/* Python/asm_trampoline.S */
+extern char _Py_trampoline_func_start[];
+extern char _Py_trampoline_func_end[];
+
+#define NBACKENDS 1
+#define ARENA_SIZE (64 * 1024)
+#define SLOT_ALIGN 16
+#define FILE_BUFSIZE (64 * 1024)
+
+
+/* ---- Files -------------------------------------------------------------- */
+
+struct _PyPerfFile {
+    int fd;                       /* -1 when closed */
+    long pid;                     /* the pid in the file name */
+    char path[64];
+    size_t used;                  /* bytes waiting in buf */
+    char buf[FILE_BUFSIZE];
+};
+
+static int
+write_all(int fd, const char *data, size_t size)
+{
+    while (size > 0) {
+        ssize_t n = write(fd, data, size);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        if (n == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        data += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+static int
+file_flush(_PyPerfFile *file)
+{
+    if (file->fd < 0 || file->used == 0) {
+        return 0;
+    }
+    int rc = write_all(file->fd, file->buf, file->used);
+    file->used = 0;
+    return rc;
+}
+
+/* Create the file for this process.  The name is predictable and /tmp is
+   shared, so nothing found there is trusted: a symlink fails the open
+   (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and anything but a
+   regular file of ours with a single link is left alone.  What is left is
+   a stale file of an earlier process with our pid: it is truncated. */
+static int
+file_open(_PyPerfFile *file, const char *path_format)
+{
+    file->pid = (long)getpid();
+    file->used = 0;
+    PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
+    int fd = open(file->path,
+                  O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  0600);
+    if (fd < 0) {
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        errno = EPERM;
+        goto fail;
+    }
+    if (fcntl(fd, F_SETFL, 0) < 0 || ftruncate(fd, 0) < 0) {
+        goto fail;
+    }
+    file->fd = fd;
+    return 0;
+fail:;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+static void
+file_close(_PyPerfFile *file)
+{
+    if (file->fd >= 0) {
+        close(file->fd);
+        file->fd = -1;
+    }
+    file->used = 0;
+}
+
+
+/* ---- Trampolines ---------------------------------------------------------- */
+
+typedef struct {
+    PyCodeObject *code;           /* borrowed; NULL once the code dies */
+    unsigned char described;      /* bit i: backends[i] has an entry */
+} slot_info;
+
+typedef struct arena {
+    struct arena *prev;
+    char *start;                  /* ARENA_SIZE bytes, read+execute */
+    size_t nused;                 /* slots handed out */
+    slot_info *info;              /* one per slot */
+} arena;
+
+typedef struct {
+    const _PyPerfBackend *backend;
+    _PyPerfFile *file;            /* NULL until first activated */
+} backend_state;
+
+static struct {
+    Py_ssize_t code_index;        /* co_extra index, -1 until requested */
+    size_t slot_size;             /* template size rounded to SLOT_ALIGN */
+    size_t slots_per_arena;
+    arena *arenas;                /* newest first */
+    backend_state backends[NBACKENDS];
+    backend_state *active;        /* NULL when off */
+    int atfork_registered;
+    volatile int forked;          /* set in a child, until files move */
+} perf = {
+    .code_index = -1,
+    .backends = {
+        {&_PyPerf_MapBackend, NULL},
+    },
+};
+
+static arena *
+arena_new(void)
+{
+    size_t size = (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    if (perf.slot_size == 0) {
+        perf.slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
+        perf.slots_per_arena = ARENA_SIZE / perf.slot_size;
+    }
+    arena *a = PyMem_RawCalloc(1, sizeof(arena));
+    slot_info *info = PyMem_RawCalloc(perf.slots_per_arena,
+                                      sizeof(slot_info));
+    if (a == NULL || info == NULL) {
+        goto fail;
+    }
+    char *mem = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        goto fail;
+    }
+    for (size_t i = 0; i < perf.slots_per_arena; i++) {
+        memcpy(mem + i * perf.slot_size, _Py_trampoline_func_start, size);
+    }
+    if (mprotect(mem, ARENA_SIZE, PROT_READ | PROT_EXEC) < 0) {
+        munmap(mem, ARENA_SIZE);
+        goto fail;
+    }
+    __builtin___clear_cache(mem, mem + ARENA_SIZE);
+    a->start = mem;
+    a->info = info;
+    a->prev = perf.arenas;
+    perf.arenas = a;
+    return a;
+fail:
+    PyMem_RawFree(info);
+    PyMem_RawFree(a);
+    return NULL;
+}
+
+static slot_info *
+slot_of(const char *tramp)
+{
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        if (tramp >= a->start && tramp < a->start + ARENA_SIZE) {
+            return &a->info[(size_t)(tramp - a->start) / perf.slot_size];
+        }
+    }
+    return NULL;
+}
+
+/* co_extra free function: the code object is going away. */
+static void
+forget_code(void *tramp)
+{
+    if (tramp != NULL) {
+        slot_info *info = slot_of(tramp);
+        if (info != NULL) {
+            info->code = NULL;
+        }
+    }
+}
+
+static void deactivate(void);
+
+/* A RuntimeWarning about a file (errno says why).  Never raises, and
+   keeps an exception that is being propagated: this runs on call paths. */
+static void
+warn_file_error(const char *what, backend_state *st)
+{
+    int saved = errno;
+    const char *path = st->file != NULL ? st->file->path : "?";
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot %s %s: %s; the %s backend "
+                         "is off and perf will not name Python functions",
+                         what, path, strerror(saved),
+                         st->backend->name) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
+/* Describe one slot to the active backend. */
+static int
+describe(backend_state *st, const char *tramp, slot_info *info, int bit)
+{
+    if (st->backend->write_entry(st->file, tramp, perf.slot_size,
+                                 info->code) < 0) {
+        return -1;
+    }
+    info->described |= (unsigned char)(1 << bit);
+    return 0;
+}
+
+/* Describe every live trampoline the backend has not seen yet. */
+static int
+describe_all(backend_state *st)
+{
+    int bit = (int)(st - perf.backends);
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        for (size_t i = 0; i < a->nused; i++) {
+            slot_info *info = &a->info[i];
+            if (info->code != NULL && !(info->described & (1 << bit))) {
+                if (describe(st, a->start + i * perf.slot_size, info,
+                             bit) < 0) {
+                    return -1;
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+static py_trampoline
+new_trampoline(PyCodeObject *code)
+{
+    if (perf.forked) {
+        /* fork() without PyOS_AfterFork_Child(): move files now. */
+        _PyPerfTrampoline_AfterForkChild();
+        if (perf.active == NULL) {
+            return NULL;
+        }
+    }
+    arena *a = perf.arenas;
+    if (a == NULL || a->nused == perf.slots_per_arena) {
+        a = arena_new();
+        if (a == NULL) {
+            return NULL;
+        }
+    }
+    char *tramp = a->start + a->nused * perf.slot_size;
+    if (_PyCode_SetExtra((PyObject *)code, perf.code_index, tramp) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    slot_info *info = &a->info[a->nused++];
+    info->code = code;
+    backend_state *st = perf.active;
+    if (describe(st, tramp, info, (int)(st - perf.backends)) < 0
+        || file_flush(st->file) < 0)
+    {
+        warn_file_error("write", st);
+        deactivate();
+    }
+    return (py_trampoline)tramp;
+}
+
+PyObject *
+_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
+                            _PyInterpreterFrame *frame, int throwflag)
+{
+    void *tramp = NULL;
+    PyCodeObject *code = frame->f_code;
+    if (_PyCode_GetExtra((PyObject *)code, perf.code_index, &tramp) < 0) {
+        PyErr_Clear();
+        tramp = NULL;
+    }
+    if (tramp == NULL && perf.active != NULL) {
+        tramp = new_trampoline(code);
+    }
+    PyObject *res;
+    if (tramp != NULL) {
+        res = ((py_trampoline)tramp)(tstate, frame, throwflag,
+                                     _PyEval_EvalFrameDefault);
+    }
+    else {
+        res = _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
+    /* Keep the trampoline call a real call: as a tail call, this function
+       would vanish from the native stack under the trampoline. */
+    __asm__ volatile ("" : "+r" (res));
+    return res;
+}
+
+
+/* ---- Activation ------------------------------------------------------------ */
+
+/* In the child of fork(): the descriptors and buffered records belong
+   to the parent's files.  Drop them (close() is async-signal-safe) so
+   that nothing of the child's can reach the parent's files; the rest
+   waits for _PyPerfTrampoline_AfterForkChild() or the next trampoline. */
+static void
+atfork_child(void)
+{
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (perf.backends[i].file != NULL) {
+            file_close(perf.backends[i].file);
+        }
+    }
+    perf.forked = 1;
+}
+
+/* Forget what was described in the parent's files. */
+static void
+leave_parent_files(void)
+{
+    perf.forked = 0;
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        for (size_t i = 0; i < a->nused; i++) {
+            a->info[i].described = 0;
+        }
+    }
+}
+
+static backend_state *
+find_backend(const char *name)
+{
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (strcmp(perf.backends[i].backend->name, name) == 0) {
+            return &perf.backends[i];
+        }
+    }
+    return NULL;
+}
+
+/* Open the backend's file if it is not open yet.  -1 with errno set. */
+static int
+open_backend(backend_state *st)
+{
+    if (st->file == NULL) {
+        st->file = PyMem_RawMalloc(sizeof(_PyPerfFile));
+        if (st->file == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        st->file->fd = -1;
+        st->file->path[0] = '\0';
+    }
+    if (st->file->fd >= 0) {
+        return 0;
+    }
+    if (file_open(st->file, st->backend->path_format) < 0) {
+        return -1;
+    }
+    if (st->backend->init(st->file) < 0 || file_flush(st->file) < 0) {
+        int saved = errno;
+        file_close(st->file);
+        errno = saved;
+        return -1;
+    }
+    return 0;
+}
+
+static void
+deactivate(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_Main();
+    if (perf.active == NULL) {
+        return;
+    }
+    if (interp->eval_frame == _PyPerfTrampoline_EvalFrame) {
+        _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
+    }
+    backend_state *st = perf.active;
+    perf.active = NULL;
+    if (file_flush(st->file) < 0) {
+        perf.active = st;               /* for the warning's wording */
+        warn_file_error("write", st);
+        perf.active = NULL;
+    }
+}
+
+/* Turn `name` on.  Returns 0 when active, 1 when the file could not be
+   used (a warning was issued), -1 with an exception set. */
+static int
+activate(const char *name)
+{
+    backend_state *st = find_backend(name);
+    if (st == NULL) {
+        PyErr_Format(PyExc_ValueError, "invalid backend: %s", name);
+        return -1;
+    }
+    PyThreadState *tstate = _PyThreadState_GET();
+    PyInterpreterState *interp = tstate->interp;
+    if (interp != _PyInterpreterState_Main()) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "stack trampolines can only be activated in the "
+                        "main interpreter");
+        return -1;
+    }
+    if (interp->eval_frame != NULL
+        && interp->eval_frame != _PyPerfTrampoline_EvalFrame)
+    {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot activate a stack trampoline: a custom "
+                        "frame evaluator (PEP 523) is already installed");
+        return -1;
+    }
+    if (st == perf.active && !perf.forked) {
+        return 0;
+    }
+    if (perf.code_index < 0) {
+        perf.code_index = _PyEval_RequestCodeExtraIndex(forget_code);
+        if (perf.code_index < 0) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "no co_extra index left for stack trampolines");
+            return -1;
+        }
+    }
+    if (!perf.atfork_registered) {
+        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
+            PyErr_SetString(PyExc_RuntimeError,
+                            "cannot register the fork handler of stack "
+                            "trampolines");
+            return -1;
+        }
+        perf.atfork_registered = 1;
+    }
+    if (perf.forked) {
+        leave_parent_files();
+    }
+    /* The new backend's file first: if it cannot be had, the active
+       backend, if any, stays as it is. */
+    if (open_backend(st) < 0) {
+        warn_file_error("create", st);
+        return 1;
+    }
+    if (describe_all(st) < 0 || file_flush(st->file) < 0) {
+        warn_file_error("write", st);
+        file_close(st->file);
+        return 1;
+    }
+    deactivate();
+    perf.active = st;
+    _PyInterpreterState_SetEvalFrameFunc(interp, _PyPerfTrampoline_EvalFrame);
+    return 0;
+}
+
+void
+_PyPerfTrampoline_AfterForkChild(void)
+{
+    if (!perf.forked) {
+        return;
+    }
+    backend_state *st = perf.active;
+    leave_parent_files();
+    if (st != NULL) {
+        deactivate();
+        if (activate(st->backend->name) < 0) {
+            PyErr_WriteUnraisable(NULL);
+        }
+    }
+}
+
+void
+_PyPerfTrampoline_Fini(void)
+{
+    if (perf.forked) {
+        /* A child that never moved to its own files: nothing to close. */
+        leave_parent_files();
+        perf.active = NULL;
+    }
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    deactivate();
+    for (int i = 0; i < NBACKENDS; i++) {
+        backend_state *st = &perf.backends[i];
+        if (st->file != NULL && st->file->fd >= 0) {
+            st->backend->fini(st->file);
+            (void)file_flush(st->file);
+            file_close(st->file);
+        }
+    }
+    PyErr_Restore(exc, val, tb);
+    /* The arenas stay mapped: a daemon thread may still be inside one. */
+}
+
+int
+_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
+{
+    if (file->used + size > sizeof(file->buf)) {
+        if (file_flush(file) < 0) {
+            return -1;
+        }
+        if (size > sizeof(file->buf)) {
+            return write_all(file->fd, data, size);
+        }
+    }
+    memcpy(file->buf + file->used, data, size);
+    file->used += size;
+    return 0;
+}
+
+int
+_PyPerfFile_Fd(const _PyPerfFile *file)
+{
+    return file->fd;
+}
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE */
+
+
+/* ---- Text for symbols ------------------------------------------------------ */
+
+const char *
+_PyPerf_SymbolText(PyObject *str, char *buf, size_t bufsize)
+{
+    Py_ssize_t size;
+    const char *text = NULL;
+    if (str != NULL && PyUnicode_Check(str)) {
+        text = PyUnicode_AsUTF8AndSize(str, &size);
+    }
+    if (text == NULL) {
+        PyErr_Clear();
+        return "<unknown>";
+    }
+    size_t n = (size_t)size < bufsize - 1 ? (size_t)size : bufsize - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        buf[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
+
+/* ---- The perf map backend -------------------------------------------------- */
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+static int
+perf_map_init(_PyPerfFile *Py_UNUSED(file))
+{
+    return 0;
+}
+
+/* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
+   without 0x.  The line is assembled whole and appended as one record. */
+static int
+perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
+                     PyCodeObject *co)
+{
+    char qualname[1024], filename[2048], line[3200];
+    int n = PyOS_snprintf(
+        line, sizeof(line), "%" PRIxPTR " %zx py::%s:%s\n",
+        (uintptr_t)code, size,
+        _PyPerf_SymbolText(co->co_qualname, qualname, sizeof(qualname)),
+        _PyPerf_SymbolText(co->co_filename, filename, sizeof(filename)));
+    if (n < 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    if ((size_t)n >= sizeof(line)) {
+        n = (int)sizeof(line) - 1;
+        line[n - 1] = '\n';
+    }
+    return _PyPerfFile_Append(file, line, (size_t)n);
+}
+
+static void
+perf_map_fini(_PyPerfFile *Py_UNUSED(file))
+{
+}
+
+const _PyPerfBackend _PyPerf_MapBackend = {
+    .name = "perf",
+    .path_format = "/tmp/perf-%ld.map",
+    .init = perf_map_init,
+    .write_entry = perf_map_write_entry,
+    .fini = perf_map_fini,
+};
+
+#else /* !PY_HAVE_PERF_TRAMPOLINE */
+
+/* Never installed where there is no trampoline; defined so that ceval.c
+   and specialize.c need no conditionals. */
+PyObject *
+_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
+                            _PyInterpreterFrame *frame, int throwflag)
+{
+    return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
+
+void _PyPerfTrampoline_Fini(void) {}
+void _PyPerfTrampoline_AfterForkChild(void) {}
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE */
+
+
+/* ---- Start-up ---------------------------------------------------------------- */
+
+/* The value of -X NAME: NULL when absent, L"" when given without "=". */
+static const wchar_t *
+find_xoption(const PyConfig *config, const wchar_t *name)
+{
+    const wchar_t *found = NULL;
+    size_t len = wcslen(name);
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *opt = config->xoptions.items[i];
+        if (wcsncmp(opt, name, len) == 0
+            && (opt[len] == L'\0' || opt[len] == L'='))
+        {
+            found = opt[len] == L'=' ? opt + len + 1 : opt + len;
+        }
+    }
+    return found;
+}
+
+/* An environment variable that enables a backend: a non-zero integer.
+   Anything else, including an empty value, is ignored. */
+static int
+env_enables(const PyConfig *config, const char *name)
+{
+    const char *value = config->use_environment ? getenv(name) : NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    return errno == 0 && *end == '\0' && v != 0;
+}
+
+void
+_PyPerfTrampoline_InitFromConfig(const PyConfig *config)
+{
+    /* Later sources override earlier ones: the perf_jit spelling over
+       the perf one, -X over the environment. */
+    const char *backend = NULL;
+    if (env_enables(config, "PYTHONPERFSUPPORT")) {
+        backend = "perf";
+    }
+    if (env_enables(config, "PYTHON_PERF_JIT_SUPPORT")) {
+        backend = "perf_jit";
+    }
+    if (find_xoption(config, L"perf") != NULL) {
+        backend = "perf";
+    }
+    if (find_xoption(config, L"perf_jit") != NULL) {
+        backend = "perf_jit";
+    }
+    if (backend == NULL) {
+        return;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (activate(backend) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+#else
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline not available on this platform; "
+                         "%s ignored", backend) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+#endif
+}
+
+
+/* ---- The sys API --------------------------------------------------------- */
+
+PyDoc_STRVAR(activate_doc,
+"activate_stack_trampoline($module, backend, /)\n--\n\n"
+"Start naming Python functions for perf, with the given backend.\n\n"
+"\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
+"(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
+"tables for perf record --call-graph dwarf and perf inject --jit.");
+
+static PyObject *
+sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError,
+                     "activate_stack_trampoline() argument must be str, "
+                     "not %.200s", Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *name = PyUnicode_AsUTF8AndSize(arg, &size);
+    if (name == NULL) {
+        return NULL;
+    }
+    if (strlen(name) != (size_t)size) {
+        PyErr_SetString(PyExc_ValueError, "embedded null character");
+        return NULL;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (activate(name) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+#else
+    PyErr_SetString(PyExc_ValueError, "perf trampoline not available");
+    return NULL;
+#endif
+}
+
+PyDoc_STRVAR(deactivate_doc,
+"deactivate_stack_trampoline($module, /)\n--\n\n"
+"Stop naming Python functions for perf.\n\n"
+"Calls already running keep their trampolines; new calls get none.\n"
+"Does nothing when no backend is active.");
+
+static PyObject *
+sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
+                                PyObject *Py_UNUSED(ignored))
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    deactivate();
+#endif
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(is_active_doc,
+"is_stack_trampoline_active($module, /)\n--\n\n"
+"Return True if a perf trampoline backend is active.");
+
+static PyObject *
+sys_is_stack_trampoline_active(PyObject *Py_UNUSED(module),
+                               PyObject *Py_UNUSED(ignored))
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    if (perf.active != NULL
+        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+    {
+        Py_RETURN_TRUE;
+    }
+#endif
+    Py_RETURN_FALSE;
+}
+
+PyMethodDef _PyPerfTrampoline_SysMethods[] = {
+    {"activate_stack_trampoline", sys_activate_stack_trampoline,
+     METH_O, activate_doc},
+    {"deactivate_stack_trampoline", sys_deactivate_stack_trampoline,
+     METH_NOARGS, deactivate_doc},
+    {"is_stack_trampoline_active", sys_is_stack_trampoline_active,
+     METH_NOARGS, is_active_doc},
+    {NULL, NULL, 0, NULL}
+};
