@@ -17,8 +17,10 @@ JOBS            ?= $(shell nproc 2>/dev/null || echo 2)
 # Extra compiler flags of the default build (frame pointers everywhere, so
 # that `perf record -g` walks through the interpreter) ...
 FP_CFLAGS       ?= -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
-# ... and of the distribution-style build (`make nofp`, for -X perf_jit).
-NOFP_CFLAGS     ?=
+# ... and of the distribution-style build (`make nofp`, for -X perf_jit):
+# no frame pointers, the hardening flags distributions use (CET included,
+# so that the endbr64 form of the trampoline is built and tested too).
+NOFP_CFLAGS     ?= -fomit-frame-pointer -fstack-protector-strong -fcf-protection
 CONFIGURE_FLAGS ?= --without-ensurepip
 
 BUILD   := build
@@ -43,7 +45,7 @@ all: $(BUILD)/python
 help:
 	@echo "make            build the patched interpreter, runs in place as build/python"
 	@echo "make demo       build, then profile examples/demo.py with perf and print the report"
-	@echo "make test       build both interpreters and run the test suite"
+	@echo "make test       build both interpreters and run the test suite on each"
 	@echo "make nofp       build the no-frame-pointer interpreter build-nofp/python"
 	@echo "make bench      build stock 3.11.2 too and print the overhead table"
 	@echo "make tree       re-create build/src from the tarball (drops edits made there)"
@@ -116,8 +118,8 @@ FORCE:
 demo: $(BUILD)/python
 	tools/demo.sh $(BUILD)/python examples/demo.py
 
-test: $(BUILD)/python
-	$(CLEAN_ENV) tools/run-tests.sh $(BUILD)/python
+test: $(BUILD)/python $(NOFP)/python
+	$(CLEAN_ENV) tools/run-tests.sh $(BUILD)/python $(NOFP)/python
 
 bench: $(BUILD)/python $(NOFP)/python
 	$(MAKE) -C bench

@@ -101,7 +101,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *, _PyInterpreterFrame *,
 extern char _Py_trampoline_func_start[];
 extern char _Py_trampoline_func_end[];
 
-#define NBACKENDS 1
+#define NBACKENDS 2
 #define ARENA_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
 #define FILE_BUFSIZE (64 * 1024)
@@ -161,7 +161,7 @@ file_open(_PyPerfFile *file, const char *path_format)
     file->used = 0;
     PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
     int fd = open(file->path,
-                  O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                  O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                   0600);
     if (fd < 0) {
         return -1;
@@ -207,6 +207,8 @@ typedef struct {
 typedef struct arena {
     struct arena *prev;
     char *start;                  /* ARENA_SIZE bytes, read+execute */
+    size_t slot_size;             /* distance between two trampolines */
+    size_t nslots;
     size_t nused;                 /* slots handed out */
     slot_info *info;              /* one per slot */
 } arena;
@@ -218,8 +220,7 @@ typedef struct {
 
 static struct {
     Py_ssize_t code_index;        /* co_extra index, -1 until requested */
-    size_t slot_size;             /* template size rounded to SLOT_ALIGN */
-    size_t slots_per_arena;
+    size_t code_size;             /* bytes of the template */
     arena *arenas;                /* newest first */
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
@@ -229,20 +230,18 @@ static struct {
     .code_index = -1,
     .backends = {
         {&_PyPerf_MapBackend, NULL},
+        {&_PyPerf_JitDumpBackend, NULL},
     },
 };
 
+/* A new arena of trampolines `slot_size` bytes apart. */
 static arena *
-arena_new(void)
+arena_new(size_t slot_size)
 {
-    size_t size = (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
-    if (perf.slot_size == 0) {
-        perf.slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
-        perf.slots_per_arena = ARENA_SIZE / perf.slot_size;
-    }
+    size_t size = perf.code_size;
+    size_t nslots = ARENA_SIZE / slot_size;
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
-    slot_info *info = PyMem_RawCalloc(perf.slots_per_arena,
-                                      sizeof(slot_info));
+    slot_info *info = PyMem_RawCalloc(nslots, sizeof(slot_info));
     if (a == NULL || info == NULL) {
         goto fail;
     }
@@ -251,8 +250,8 @@ arena_new(void)
     if (mem == MAP_FAILED) {
         goto fail;
     }
-    for (size_t i = 0; i < perf.slots_per_arena; i++) {
-        memcpy(mem + i * perf.slot_size, _Py_trampoline_func_start, size);
+    for (size_t i = 0; i < nslots; i++) {
+        memcpy(mem + i * slot_size, _Py_trampoline_func_start, size);
     }
     if (mprotect(mem, ARENA_SIZE, PROT_READ | PROT_EXEC) < 0) {
         munmap(mem, ARENA_SIZE);
@@ -260,6 +259,8 @@ arena_new(void)
     }
     __builtin___clear_cache(mem, mem + ARENA_SIZE);
     a->start = mem;
+    a->slot_size = slot_size;
+    a->nslots = nslots;
     a->info = info;
     a->prev = perf.arenas;
     perf.arenas = a;
@@ -275,7 +276,7 @@ slot_of(const char *tramp)
 {
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         if (tramp >= a->start && tramp < a->start + ARENA_SIZE) {
-            return &a->info[(size_t)(tramp - a->start) / perf.slot_size];
+            return &a->info[(size_t)(tramp - a->start) / a->slot_size];
         }
     }
     return NULL;
@@ -318,7 +319,7 @@ warn_file_error(const char *what, backend_state *st)
 static int
 describe(backend_state *st, const char *tramp, slot_info *info, int bit)
 {
-    if (st->backend->write_entry(st->file, tramp, perf.slot_size,
+    if (st->backend->write_entry(st->file, tramp, perf.code_size,
                                  info->code) < 0) {
         return -1;
     }
@@ -335,7 +336,7 @@ describe_all(backend_state *st)
         for (size_t i = 0; i < a->nused; i++) {
             slot_info *info = &a->info[i];
             if (info->code != NULL && !(info->described & (1 << bit))) {
-                if (describe(st, a->start + i * perf.slot_size, info,
+                if (describe(st, a->start + i * a->slot_size, info,
                              bit) < 0) {
                     return -1;
                 }
@@ -355,21 +356,25 @@ new_trampoline(PyCodeObject *code)
             return NULL;
         }
     }
+    /* The active backend may need room after each trampoline; an arena
+       made for another backend with less room is left as it is. */
+    backend_state *st = perf.active;
+    size_t slot_size = st->backend->bytes_per_code(perf.code_size);
+    slot_size = (slot_size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
     arena *a = perf.arenas;
-    if (a == NULL || a->nused == perf.slots_per_arena) {
-        a = arena_new();
+    if (a == NULL || a->nused == a->nslots || a->slot_size < slot_size) {
+        a = arena_new(slot_size);
         if (a == NULL) {
             return NULL;
         }
     }
-    char *tramp = a->start + a->nused * perf.slot_size;
+    char *tramp = a->start + a->nused * a->slot_size;
     if (_PyCode_SetExtra((PyObject *)code, perf.code_index, tramp) < 0) {
         PyErr_Clear();
         return NULL;
     }
     slot_info *info = &a->info[a->nused++];
     info->code = code;
-    backend_state *st = perf.active;
     if (describe(st, tramp, info, (int)(st - perf.backends)) < 0
         || file_flush(st->file) < 0)
     {
@@ -524,6 +529,8 @@ activate(const char *name)
         return 0;
     }
     if (perf.code_index < 0) {
+        perf.code_size = (size_t)(_Py_trampoline_func_end
+                                  - _Py_trampoline_func_start);
         perf.code_index = _PyEval_RequestCodeExtraIndex(forget_code);
         if (perf.code_index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
@@ -686,12 +693,19 @@ perf_map_fini(_PyPerfFile *Py_UNUSED(file))
 {
 }
 
+static size_t
+perf_map_bytes_per_code(size_t code_size)
+{
+    return code_size;
+}
+
 const _PyPerfBackend _PyPerf_MapBackend = {
     .name = "perf",
     .path_format = "/tmp/perf-%ld.map",
     .init = perf_map_init,
     .write_entry = perf_map_write_entry,
     .fini = perf_map_fini,
+    .bytes_per_code = perf_map_bytes_per_code,
 };
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */

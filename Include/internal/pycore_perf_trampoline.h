@@ -57,6 +57,10 @@ typedef struct {
                        PyCodeObject *co);
     /* Called before the file is closed at exit (not after fork). */
     void (*fini)(_PyPerfFile *file);
+    /* Address space each trampoline needs for itself, from its first
+       byte, while this backend describes it (at least code_size).
+       Called after init. */
+    size_t (*bytes_per_code)(size_t code_size);
 } _PyPerfBackend;
 
 extern const _PyPerfBackend _PyPerf_MapBackend;

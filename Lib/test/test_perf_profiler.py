@@ -7,9 +7,11 @@ Every test removes the perf.data files and the /tmp/perf-PID.map files of
 the processes it started.
 """
 
+import glob
 import os
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -25,6 +27,11 @@ if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
 
 HAVE_TRAMPOLINE = bool(sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"))
+# Frame-pointer unwinding (perf record -g) only works through an
+# interpreter built with frame pointers; the distribution-style build is
+# profiled with DWARF unwinding and the jitdump instead.
+HAVE_FRAME_POINTERS = "-fno-omit-frame-pointer" in (
+    sysconfig.get_config_var("PY_CFLAGS") or "")
 MAP_LINE = re.compile(r"^[0-9a-f]+ [0-9a-f]+ py::.*$")
 
 # The nested calls of the perf howto.  The script prints its pid first so
@@ -100,6 +107,45 @@ def _perf_can_sample():
 PERF_PROBLEM = _perf_can_sample() if HAVE_TRAMPOLINE else "no trampoline"
 
 
+def _perf_inject_jit_works():
+    """Probe: perf inject --jit turns a jitdump into jitted-*.so here."""
+    if PERF_PROBLEM:
+        return PERF_PROBLEM
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "probe.data")
+        jit = os.path.join(tmp, "probe.jit.data")
+        code = ("import os; print('PID', os.getpid(), flush=True)\n"
+                "def f():\n    return sum(range(3_000_000))\nf()\n")
+        rec = subprocess.run(
+            ["perf", "record", "-F", "999", "-k", "1", "--call-graph",
+             "dwarf", "-o", data, "--", sys.executable, "-X", "perf_jit",
+             "-c", code], capture_output=True, text=True, timeout=120)
+        pid = re.search(r"PID (\d+)", rec.stdout)
+        try:
+            if rec.returncode != 0 or pid is None:
+                return "perf record --call-graph dwarf -k 1 fails here"
+            inj = subprocess.run(["perf", "inject", "-i", data, "--jit",
+                                  "-o", jit], capture_output=True,
+                                 timeout=120)
+            if inj.returncode != 0:
+                return "perf inject --jit fails here"
+            if not glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so"):
+                return "perf inject --jit writes no jitted-*.so here"
+        finally:
+            if pid is not None:
+                remove_jit_files(int(pid.group(1)))
+    return None
+
+
+def remove_jit_files(pid):
+    for path in [f"/tmp/jit-{pid}.dump", map_path(pid),
+                 *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
+        os_helper.unlink(path)
+
+
+JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
+
+
 def parse_perf_script(text):
     """Samples of `perf script` output: lists of (symbol, dso), leaf first."""
     samples = []
@@ -159,6 +205,9 @@ class PerfTestCase(unittest.TestCase):
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
 @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+@unittest.skipUnless(HAVE_FRAME_POINTERS,
+                     "perf record -g cannot unwind a build without frame "
+                     "pointers (see TestPerfJit)")
 class TestPerfProfiling(PerfTestCase):
 
     def assert_nested_frames(self, samples, script, names=("foo", "bar",
@@ -373,32 +422,7 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn(f"py::in_parent:{script}", child_names)
 
     def test_planted_symlink_is_not_followed(self):
-        unshare = shutil.which("unshare")
-        if unshare is None or os.geteuid() != 0:
-            self.skipTest("needs unshare and root for a pid namespace")
-        probe = subprocess.run([unshare, "-pf", "--mount-proc", "true"],
-                               capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("cannot create a pid namespace here")
-        victim = os.path.join(self.tmp, "victim")
-        with open(victim, "w") as f:
-            f.write("precious\n")
-        # In a fresh pid namespace the interpreter is pid 1.
-        link = map_path(1)
-        os_helper.unlink(link)
-        os.symlink(victim, link)
-        self.addCleanup(os_helper.unlink, link)
-        proc = subprocess.run(
-            [unshare, "-pf", "--mount-proc", sys.executable, "-X", "perf",
-             "-c", "print('output intact'); print(sum(range(10)))"],
-            capture_output=True, text=True, env=env_with())
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout, "output intact\n45\n")
-        self.assertIn("RuntimeWarning", proc.stderr)
-        self.assertIn("/tmp/perf-1.map", proc.stderr)
-        with open(victim) as f:
-            self.assertEqual(f.read(), "precious\n")
-        self.assertTrue(os.path.islink(link))
+        check_planted_symlink(self, map_path(1), "perf")
 
     def test_foreign_file_is_refused(self):
         # A regular file with a second link (a planted hard link) is not
@@ -425,6 +449,479 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn("RuntimeWarning", proc.stderr)
         with open(victim) as f:
             self.assertEqual(f.read(), "precious\n")
+
+# ---- A strict reader of /tmp/jit-PID.dump ----------------------------------
+
+JIT_CODE_LOAD, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE = 0, 2, 3
+JIT_CODE_UNWINDING_INFO = 4
+
+
+def uleb128(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def sleb128(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            if byte & 0x40:
+                result -= 1 << shift
+            return result, pos
+
+
+def read_jitdump(path, pid):
+    """Parse a jitdump strictly; returns the list of (id, fields) records.
+
+    Fails on anything the format (shared/docs/formats.md) does not allow,
+    even where perf would be lenient."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) >= 40, "no header"
+    (magic, version, total_size, elf_mach, pad1, hpid, ts,
+     flags) = struct.unpack_from("<IIIIIIQQ", data, 0)
+    assert magic == 0x4A695444, hex(magic)
+    assert version == 1, version
+    assert total_size == 40, total_size
+    assert elf_mach == 62, elf_mach
+    assert pad1 == 0 and flags == 0, (pad1, flags)
+    assert hpid == pid, (hpid, pid)
+    pos, last_ts, records = 40, ts, []
+    while pos < len(data):
+        assert pos + 16 <= len(data), "truncated record header"
+        rid, size, rts = struct.unpack_from("<IIQ", data, pos)
+        assert size >= 16 and pos + size <= len(data), (rid, size, pos)
+        assert rts >= last_ts, "timestamps go backwards"
+        last_ts = rts
+        body = data[pos + 16:pos + size]
+        if rid == JIT_CODE_LOAD:
+            rpid, tid, vma, addr, csize, index = struct.unpack_from(
+                "<IIQQQQ", body, 0)
+            end = body.index(b"\0", 40)
+            name = body[40:end].decode()
+            code = body[end + 1:]
+            assert len(code) == csize, "code size and record size disagree"
+            assert rpid == pid and vma == addr, (rpid, vma, addr)
+            rec = dict(addr=addr, size=csize, index=index, name=name,
+                       code=code)
+        elif rid == JIT_CODE_DEBUG_INFO:
+            addr, nr = struct.unpack_from("<QQ", body, 0)
+            entries, p = [], 16
+            for _ in range(nr):
+                eaddr, line, discrim = struct.unpack_from("<QII", body, p)
+                end = body.index(b"\0", p + 16)
+                entries.append((eaddr, line, discrim,
+                                body[p + 16:end].decode()))
+                p = end + 1
+            assert p == len(body), "debug info record size is not exact"
+            rec = dict(addr=addr, entries=entries)
+        elif rid == JIT_CODE_UNWINDING_INFO:
+            usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
+            assert len(body) == 24 + usize, "unwinding record size"
+            rec = dict(unwind=body[24:], hdr_size=hsize, mapped=msize)
+        elif rid == JIT_CODE_CLOSE:
+            assert size == 16, size
+            rec = {}
+        else:
+            raise AssertionError(f"unexpected record id {rid}")
+        records.append((rid, rec))
+        pos += size
+    assert pos == len(data)
+    return records
+
+
+def expected_cfa_rules(code):
+    """Decode the trampoline and say, at each instruction boundary, where
+    the CFA is (register, offset) and where rbp is saved (or None)."""
+    rsp_delta, rbp_is_frame, rbp_saved = 8, False, None
+    rules, pos = {}, 0
+    while pos < len(code):
+        rules[pos] = (("rbp", rsp_delta_at_mov) if rbp_is_frame
+                      else ("rsp", rsp_delta), rbp_saved)
+        if code[pos:pos + 4] == b"\xf3\x0f\x1e\xfa":     # endbr64
+            pos += 4
+        elif code[pos] == 0x55:                           # push %rbp
+            rsp_delta += 8
+            rbp_saved = rsp_delta
+            pos += 1
+        elif code[pos:pos + 3] == b"\x48\x89\xe5":        # mov %rsp,%rbp
+            rbp_is_frame, rsp_delta_at_mov = True, rsp_delta
+            pos += 3
+        elif code[pos:pos + 2] == b"\xff\xd1":            # call *%rcx
+            pos += 2
+        elif code[pos] == 0x5d:                           # pop %rbp
+            rsp_delta -= 8
+            rbp_is_frame, rbp_saved = False, None
+            pos += 1
+        elif code[pos] == 0xc3:                           # ret
+            pos += 1
+        else:
+            raise AssertionError(f"unknown instruction at {pos}: {code!r}")
+    return rules
+
+
+def cfa_table(unwind, code_size):
+    """Check the .eh_frame/.eh_frame_hdr blob of one trampoline and return
+    {offset: ((reg, off), rbp_saved)} for every code offset."""
+    hdr_size = None
+    regs = {7: "rsp", 6: "rbp"}
+    # .eh_frame: CIE
+    length, cie_id = struct.unpack_from("<II", unwind, 0)
+    assert cie_id == 0 and (length + 4) % 8 == 0, (cie_id, length)
+    cie_end = 4 + length
+    assert unwind[8] == 1 and unwind[9:12] == b"zR\0", unwind[8:12]
+    caf, p = uleb128(unwind, 12)
+    daf, p = sleb128(unwind, p)
+    ra, p = uleb128(unwind, p)
+    alen, p = uleb128(unwind, p)
+    assert (caf, daf, ra, alen) == (1, -8, 16, 1), (caf, daf, ra, alen)
+    assert unwind[p] == 0x1b, "FDE pointers must be pcrel|sdata4"
+    initial = unwind[p + 1:cie_end]
+    # FDE
+    fde = cie_end
+    flen, cie_ptr = struct.unpack_from("<II", unwind, fde)
+    assert (flen + 4) % 8 == 0, flen
+    assert cie_ptr == fde + 4, "CIE pointer"
+    pc_begin, pc_range = struct.unpack_from("<iI", unwind, fde + 8)
+    # perf places the code right before the .eh_frame
+    assert fde + 8 + pc_begin == -code_size, "FDE does not start at code"
+    assert pc_range == code_size, "FDE does not cover exactly the code"
+    aug, p = uleb128(unwind, fde + 16)
+    assert aug == 0
+    instructions = unwind[p:fde + 4 + flen]
+    term = fde + 4 + flen
+    assert unwind[term:term + 4] == b"\0\0\0\0", "no terminator"
+    eh_frame_size = term + 4
+    # .eh_frame_hdr
+    hdr = unwind[eh_frame_size:]
+    assert hdr[:4] == bytes([1, 0x1b, 0x03, 0x3b]), hdr[:4]
+    ptr, count = struct.unpack_from("<iI", hdr, 4)
+    assert eh_frame_size + 4 + ptr == 0, "eh_frame_ptr"
+    assert count == 1 and len(hdr) == 12 + 8 * count, (count, len(hdr))
+    table = [struct.unpack_from("<ii", hdr, 12 + 8 * i)
+             for i in range(count)]
+    assert table == sorted(table), "table not sorted"
+    assert eh_frame_size + table[0][0] == -code_size, "table location"
+    assert eh_frame_size + table[0][1] == fde, "table FDE address"
+
+    # Run the CFA program.
+    state = {"cfa": ("rsp", 8), "rbp": None}
+    rows, loc = {}, 0
+
+    def run(prog, state, until=None):
+        nonlocal loc
+        i = 0
+        while i < len(prog):
+            op = prog[i]
+            i += 1
+            if op >> 6 == 1:                       # advance_loc
+                new = loc + (op & 0x3f)
+                for at in range(loc, min(new, code_size)):
+                    rows[at] = (state["cfa"], state["rbp"])
+                loc = new
+            elif op >> 6 == 2:                     # offset
+                off, i = uleb128(prog, i)
+                if op & 0x3f == 6:
+                    state["rbp"] = off * 8
+                else:
+                    assert op & 0x3f == 16 and off == 1, "RA rule"
+            elif op >> 6 == 3:                     # restore
+                assert op & 0x3f == 6
+                state["rbp"] = None
+            elif op == 0x0c:                       # def_cfa
+                reg, i = uleb128(prog, i)
+                off, i = uleb128(prog, i)
+                state["cfa"] = (regs[reg], off)
+            elif op == 0x0d:                       # def_cfa_register
+                reg, i = uleb128(prog, i)
+                state["cfa"] = (regs[reg], state["cfa"][1])
+            elif op == 0x0e:                       # def_cfa_offset
+                off, i = uleb128(prog, i)
+                state["cfa"] = (state["cfa"][0], off)
+            elif op == 0:                          # nop
+                pass
+            else:
+                raise AssertionError(f"unexpected CFA op {op:#x}")
+
+    run(initial, state)
+    assert loc == 0, "CIE advances"
+    run(instructions, state)
+    for at in range(loc, code_size):
+        rows[at] = (state["cfa"], state["rbp"])
+    return rows, eh_frame_size
+
+
+class TestJitDumpReader(unittest.TestCase):
+    """The reader must reject what is wrong (so that it can catch us)."""
+
+    def test_rejects_bad_magic_and_sizes(self):
+        good = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, 7, 1, 0)
+        close = struct.pack("<IIQ", 3, 16, 2)
+        with tempfile.NamedTemporaryFile() as f:
+            f.write(good + close)
+            f.flush()
+            self.assertEqual(read_jitdump(f.name, 7), [(3, {})])
+            for bad in (good[:-1], b"x" + good[1:],
+                        good + struct.pack("<IIQ", 3, 17, 2),
+                        good + struct.pack("<IIQ", 9, 16, 2),
+                        good + struct.pack("<IIQ", 3, 16, 0)):
+                f.seek(0)
+                f.truncate()
+                f.write(bad)
+                f.flush()
+                with self.assertRaises((AssertionError, struct.error)):
+                    read_jitdump(f.name, 7)
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestJitDumpFile(unittest.TestCase):
+    """The dump itself, without perf."""
+
+    def run_jit(self, code, *args, env=None):
+        proc = run_python(*args, "-c", textwrap.dedent(code), env=env)
+        pid = re.search(r"PID (\d+)", proc.stdout)
+        self.assertIsNotNone(pid, proc.stdout + proc.stderr)
+        pid = int(pid.group(1))
+        self.addCleanup(remove_jit_files, pid)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc, pid
+
+    SOURCE = """
+        import os, sys
+        print("PID", os.getpid(), flush=True)
+        class K:
+            def m(self):
+                return [x for x in range(2)]
+        def f(n):
+            return n
+        for i in range(3):
+            f(i); K().m()
+        """
+
+    def check_dump(self, pid, must_name=()):
+        records = read_jitdump(f"/tmp/jit-{pid}.dump", pid)
+        self.assertEqual(records[-1][0], JIT_CODE_CLOSE)
+        loads = []
+        indexes = []
+        for i, (rid, rec) in enumerate(records):
+            if rid != JIT_CODE_LOAD:
+                continue
+            # debug info, then unwinding info, then the load
+            self.assertGreaterEqual(i, 2)
+            (did, dbg), (uid, unw) = records[i - 2], records[i - 1]
+            self.assertEqual((did, uid),
+                             (JIT_CODE_DEBUG_INFO, JIT_CODE_UNWINDING_INFO))
+            self.assertEqual(dbg["addr"], rec["addr"])
+            self.assertTrue(rec["name"].startswith("py::"), rec["name"])
+            filename = rec["name"].rsplit(":", 1)[-1]
+            for eaddr, line, discrim, fname in dbg["entries"]:
+                self.assertTrue(rec["addr"] <= eaddr
+                                <= rec["addr"] + rec["size"])
+                self.assertGreaterEqual(line, 1)
+                self.assertEqual(fname, filename)
+            rows, eh_size = cfa_table(unw["unwind"], rec["size"])
+            self.assertEqual(unw["hdr_size"], len(unw["unwind"]) - eh_size)
+            self.assertEqual(unw["mapped"], len(unw["unwind"]))
+            expected = expected_cfa_rules(rec["code"])
+            # exact at every instruction boundary
+            for at, rule in expected.items():
+                self.assertEqual(rows[at], rule,
+                                 f"CFA rule at +{at} of {rec['name']}")
+            indexes.append(rec["index"])
+            loads.append(rec)
+        self.assertEqual(indexes, sorted(set(indexes)))
+        # perf maps code + unwind data: no other trampoline inside that
+        addrs = sorted(r["addr"] for r in loads)
+        span = ((loads[0]["size"] + 7) & ~7) + len(
+            records[[r[0] for r in records].index(JIT_CODE_UNWINDING_INFO)]
+            [1]["unwind"])
+        for a, b in zip(addrs, addrs[1:]):
+            self.assertGreaterEqual(b - a, span)
+        names = {r["name"] for r in loads}
+        for name in must_name:
+            self.assertIn(name, names)
+        return records
+
+    def test_dump_is_strictly_valid(self):
+        proc, pid = self.run_jit(self.SOURCE, "-X", "perf_jit")
+        self.assertEqual(proc.stderr, "")
+        self.check_dump(pid, ["py::f:<string>", "py::K.m:<string>",
+                              "py::K.m.<locals>.<listcomp>:<string>"])
+        st = os.stat(f"/tmp/jit-{pid}.dump")
+        self.assertEqual(st.st_mode & 0o777, 0o600)
+        self.assertFalse(os.path.exists(map_path(pid)))
+
+    def test_env_and_sys(self):
+        _, pid = self.run_jit(self.SOURCE,
+                              env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
+        self.check_dump(pid, ["py::f:<string>"])
+        _, pid = self.run_jit(
+            "import sys\n"
+            "sys.activate_stack_trampoline('perf_jit')\n"
+            "assert sys.is_stack_trampoline_active()\n"
+            + textwrap.dedent(self.SOURCE))
+        self.check_dump(pid, ["py::f:<string>"])
+        # -X perf_jit wins over -X perf, the JIT variable over the other
+        for args, env in ((("-X", "perf", "-X", "perf_jit"), {}),
+                          ((), {"PYTHONPERFSUPPORT": "1",
+                                "PYTHON_PERF_JIT_SUPPORT": "1"})):
+            _, pid = self.run_jit(self.SOURCE, *args, env=env_with(**env))
+            self.check_dump(pid, ["py::f:<string>"])
+            self.assertFalse(os.path.exists(map_path(pid)))
+
+    def test_switching_backends(self):
+        proc, pid = self.run_jit("""
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            def under_perf():
+                return 1
+            def under_jit():
+                return 2
+            def again_perf():
+                return 3
+            sys.activate_stack_trampoline("perf")
+            under_perf()
+            sys.activate_stack_trampoline("perf_jit")
+            under_jit(); under_perf()
+            sys.deactivate_stack_trampoline()
+            sys.activate_stack_trampoline("perf")
+            again_perf(); under_jit(); under_perf()
+            print(under_perf() + under_jit() + again_perf())
+            """)
+        self.assertEqual(proc.stdout.split()[-1], "6")
+        with open(map_path(pid)) as f:
+            mapped = {line.split(" ", 2)[2] for line in f.read().splitlines()}
+        for name in ("under_perf", "under_jit", "again_perf"):
+            self.assertIn(f"py::{name}:<string>", mapped)
+        self.check_dump(pid, ["py::under_perf:<string>",
+                              "py::under_jit:<string>"])
+
+    def test_planted_symlink_is_not_followed(self):
+        check_planted_symlink(self, "/tmp/jit-1.dump", "perf_jit")
+
+
+def check_planted_symlink(test, path, option):
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        test.skipTest("needs unshare and root for a pid namespace")
+    if subprocess.run([unshare, "-pf", "--mount-proc", "true"],
+                      capture_output=True).returncode != 0:
+        test.skipTest("cannot create a pid namespace here")
+    tmp = tempfile.mkdtemp()
+    test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+    victim = os.path.join(tmp, "victim")
+    with open(victim, "w") as f:
+        f.write("precious\n")
+    # In a fresh pid namespace the interpreter is pid 1.
+    os_helper.unlink(path)
+    os.symlink(victim, path)
+    test.addCleanup(os_helper.unlink, path)
+    proc = subprocess.run(
+        [unshare, "-pf", "--mount-proc", sys.executable, "-X", option,
+         "-c", "def f(): return 45\nprint('output intact'); print(f())"],
+        capture_output=True, text=True, env=env_with())
+    test.assertEqual(proc.returncode, 0, proc.stderr)
+    test.assertEqual(proc.stdout, "output intact\n45\n")
+    test.assertIn("RuntimeWarning", proc.stderr)
+    test.assertIn(path, proc.stderr)
+    with open(victim) as f:
+        test.assertEqual(f.read(), "precious\n")
+    test.assertTrue(os.path.islink(path))
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+class TestPerfJit(PerfTestCase):
+    """perf record --call-graph dwarf + perf inject --jit, on this build
+    (make test runs it on the no-frame-pointer build too)."""
+
+    def record_jit(self, source, *python_args, env=None):
+        script = make_script(self.tmp, "perf_script", source)
+        data = os.path.join(self.tmp, "perf.data")
+        jit = os.path.join(self.tmp, "perf.jit.data")
+        proc = subprocess.run(
+            ["perf", "record", "-F", "999", "-k", "1", "--call-graph",
+             "dwarf", "-o", data, "--", sys.executable, *python_args,
+             script], capture_output=True, text=True,
+            env=env if env is not None else env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.addCleanup(remove_jit_files, pid)
+        inj = subprocess.run(["perf", "inject", "-i", data, "--jit", "-o",
+                              jit], capture_output=True, text=True,
+                             timeout=300)
+        self.assertEqual(inj.returncode, 0, inj.stderr)
+        self.assertTrue(glob.glob(f"/tmp/jitted-{pid}-*.so"))
+        out = subprocess.run(["perf", "script", "-i", jit],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return script, jit, parse_perf_script(out.stdout)
+
+    def assert_full_stacks(self, samples, script,
+                           names=("foo", "bar", "baz", "<module>")):
+        chain = [f"py::{n}:{script}" for n in names]
+        in_foo = [s for s in samples if s and any(sym == chain[0]
+                                                  for sym, _ in s)]
+        self.assertGreater(len(in_foo), 10)
+        good = 0
+        for sample in in_foo:
+            syms = [sym for sym, _ in sample]
+            try:
+                pos = [syms.index(name) for name in chain]
+            except ValueError:
+                continue
+            if pos != sorted(pos):
+                continue
+            # the native frames between them are intact
+            if all(syms[p + 1] == "_PyPerfTrampoline_EvalFrame"
+                   and "_PyEval_EvalFrameDefault" in syms[p + 1:q]
+                   for p, q in zip(pos, pos[1:])):
+                good += 1
+        self.assertGreaterEqual(good, 0.9 * len(in_foo),
+                                f"only {good} of {len(in_foo)} samples in "
+                                f"foo unwind to <module>")
+
+    def test_xoption(self):
+        script, _, samples = self.record_jit(NESTED + "baz(10_000_000)\n",
+                                             "-X", "perf_jit")
+        self.assert_full_stacks(samples, script)
+
+    def test_environment_variable(self):
+        script, _, samples = self.record_jit(
+            NESTED + "baz(10_000_000)\n",
+            env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
+        self.assert_full_stacks(samples, script)
+
+    def test_sys_activate(self):
+        code = NESTED + ('sys.activate_stack_trampoline("perf_jit")\n'
+                         "baz(10_000_000)\n")
+        script, _, samples = self.record_jit(code)
+        # <module> was already running when the backend was activated.
+        self.assert_full_stacks(samples, script, ("foo", "bar", "baz"))
+
+    def test_source_lines(self):
+        script, jit, _ = self.record_jit(NESTED + "baz(10_000_000)\n",
+                                         "-X", "perf_jit")
+        out = subprocess.run(["perf", "script", "-i", jit, "-F",
+                              "ip,sym,srcline"], capture_output=True,
+                             text=True, timeout=300).stdout
+        base = os.path.basename(script)
+        lines = {name: NESTED.splitlines().index(f"def {name}(n):") + 1
+                 for name in ("foo", "bar", "baz")}
+        for name, line in lines.items():
+            self.assertRegex(
+                out, rf"py::{name}:{re.escape(script)}\s*\n\s*"
+                     rf"\S*{re.escape(base)}:{line}\b")
 
 
 class TestSysApi(unittest.TestCase):

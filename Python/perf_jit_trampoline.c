@@ -1,0 +1,475 @@
+/*
+ * cpython-perf: the jitdump backend (-X perf_jit, PYTHON_PERF_JIT_SUPPORT,
+ * sys.activate_stack_trampoline("perf_jit")).
+ *
+ * Why
+ * ---
+ * Distributions build Python without frame pointers, so perf unwinds it
+ * with DWARF (--call-graph dwarf): it copies the top of each sampled stack
+ * and replays .eh_frame rules over it.  A trampoline copy lives in
+ * anonymous memory that has no .eh_frame, so the unwinder stops at the
+ * first trampoline and a perf map cannot help.  The jitdump format carries
+ * what is missing: for each trampoline, its code, its unwind table and
+ * its source location.  `perf inject --jit` turns every code load into a
+ * small ELF file (jitted-PID-N.so) and points the samples at it.
+ *
+ * The file, /tmp/jit-PID.dump (layout in shared/docs/formats.md)
+ * ---------------------------------------------------------------
+ *     header (40 bytes)
+ *     for each trampoline, in this order, as one append:
+ *         JIT_CODE_DEBUG_INFO      code address -> co_filename:co_firstlineno
+ *         JIT_CODE_UNWINDING_INFO  .eh_frame (CIE, FDE, terminator) and
+ *                                  .eh_frame_hdr
+ *         JIT_CODE_LOAD            name "py::qualname:filename", code bytes
+ *     JIT_CODE_CLOSE at normal exit
+ *
+ * Creating, buffering and forking the file are the shared machinery's
+ * (Python/perf_trampoline.c); this backend only produces bytes.
+ *
+ * The unwind table
+ * ----------------
+ * Every trampoline is a copy of the same template, and perf lays out each
+ * generated ELF file the same way, so the unwind data is one constant blob,
+ * built once: in perf's ELF file the .eh_frame directly follows the code
+ * and the .eh_frame_hdr directly follows the .eh_frame (the record carries
+ * them in that order), and every pointer in the blob is relative to its
+ * own position (pcrel/datarel), so only the code's size matters.  The FDE's rules are exact at every instruction boundary of the
+ * template; they are derived from its bytes, which are checked first: a
+ * template this file does not know is refused rather than described
+ * wrongly.
+ *
+ * Memory: perf inject maps each trampoline together with its unwind data
+ * (code rounded up to 8 bytes, then mapped_size bytes), and a neighbour
+ * inside that range would cut the table off in perf's view.  So in this
+ * mode trampolines are spaced 96 bytes apart instead of 16 (12 bytes of
+ * code padded to 16, 80 bytes of unwind data: CIE 24, FDE 32, terminator
+ * 4, header 20), plus the 16-byte slot record every trampoline has.  The
+ * unwind bytes themselves are only in the file.
+ */
+
+#include "Python.h"
+#include "pycore_perf_trampoline.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>             // mmap()
+#include <sys/syscall.h>          // SYS_gettid
+#include <time.h>                 // clock_gettime()
+#include <unistd.h>
+
+/* Python/asm_trampoline.S */
+extern char _Py_trampoline_func_start[];
+extern char _Py_trampoline_func_end[];
+
+#define JITDUMP_MAGIC 0x4A695444      /* "JiTD" as a little-endian u32 */
+#define JITDUMP_VERSION 1
+#define ELF_MACHINE_X86_64 62
+
+enum {
+    JIT_CODE_LOAD = 0,
+    JIT_CODE_DEBUG_INFO = 2,
+    JIT_CODE_CLOSE = 3,
+    JIT_CODE_UNWINDING_INFO = 4,
+};
+
+typedef struct {
+    uint32_t magic;
+    uint32_t version;
+    uint32_t total_size;
+    uint32_t elf_mach;
+    uint32_t pad1;
+    uint32_t pid;
+    uint64_t timestamp;
+    uint64_t flags;
+} jit_header;
+
+typedef struct {
+    uint32_t id;
+    uint32_t total_size;
+    uint64_t timestamp;
+} jit_record;
+
+typedef struct {
+    jit_record rec;
+    uint32_t pid;
+    uint32_t tid;
+    uint64_t vma;
+    uint64_t code_addr;
+    uint64_t code_size;
+    uint64_t code_index;
+    /* then the NUL-terminated name and the code bytes */
+} jit_code_load;
+
+typedef struct {
+    jit_record rec;
+    uint64_t code_addr;
+    uint64_t nr_entry;
+    /* then nr_entry jit_debug_entry, each followed by a file name */
+} jit_debug_info;
+
+typedef struct {
+    uint64_t code_addr;
+    uint32_t line;
+    uint32_t discrim;
+    /* then the NUL-terminated file name */
+} jit_debug_entry;
+
+typedef struct {
+    jit_record rec;
+    uint64_t unwind_data_size;
+    uint64_t eh_frame_hdr_size;
+    uint64_t mapped_size;
+    /* then unwind_data_size bytes */
+} jit_unwinding_info;
+
+_Static_assert(sizeof(jit_header) == 40, "jitdump header is 40 bytes");
+_Static_assert(sizeof(jit_code_load) == 56, "JIT_CODE_LOAD header");
+_Static_assert(sizeof(jit_debug_entry) == 16, "debug entry header");
+_Static_assert(sizeof(jit_unwinding_info) == 40, "unwinding header");
+
+static struct {
+    void *marker;                 /* the mapping perf inject looks for */
+    size_t marker_size;
+    uint64_t code_index;
+    size_t code_size;             /* bytes of the template */
+    unsigned char unwind[128];    /* .eh_frame then .eh_frame_hdr */
+    size_t unwind_size;
+    size_t eh_frame_hdr_size;
+} jit;
+
+static uint64_t
+timestamp(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+
+/* ---- DWARF bytes ------------------------------------------------------------ */
+
+typedef struct {
+    unsigned char *p;
+    size_t n;
+    size_t cap;
+} bytes_writer;
+
+static void
+put_u8(bytes_writer *w, unsigned int v)
+{
+    if (w->n < w->cap) {
+        w->p[w->n] = (unsigned char)v;
+    }
+    w->n++;
+}
+
+static void
+put_u32(bytes_writer *w, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        put_u8(w, (v >> (8 * i)) & 0xff);
+    }
+}
+
+static void
+patch_u32(bytes_writer *w, size_t at, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) {
+        if (at + i < w->cap) {
+            w->p[at + i] = (unsigned char)((v >> (8 * i)) & 0xff);
+        }
+    }
+}
+
+/* Pad a CIE or FDE that started at `start` with DW_CFA_nop to pointer
+   alignment, then store its length (which excludes the length field). */
+static void
+close_entry(bytes_writer *w, size_t start)
+{
+    while ((w->n - start) % 8 != 0) {
+        put_u8(w, 0x00);          /* DW_CFA_nop */
+    }
+    patch_u32(w, start, (uint32_t)(w->n - start - 4));
+}
+
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_pcrel 0x10
+#define DW_EH_PE_datarel 0x30
+
+#define DW_CFA_advance_loc(delta) (0x40 | (delta))
+#define DW_CFA_offset(reg) (0x80 | (reg))
+#define DW_CFA_restore(reg) (0xc0 | (reg))
+#define DW_CFA_def_cfa 0x0c
+#define DW_CFA_def_cfa_register 0x0d
+#define DW_CFA_def_cfa_offset 0x0e
+
+#define DWARF_RSP 7
+#define DWARF_RBP 6
+#define DWARF_RA 16
+
+/* The x86_64 template, after an optional endbr64 (see asm_trampoline.S). */
+static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
+static const unsigned char template_body[] = {
+    0x55,                         /* push %rbp */
+    0x48, 0x89, 0xe5,             /* mov %rsp, %rbp */
+    0xff, 0xd1,                   /* call *%rcx */
+    0x5d,                         /* pop %rbp */
+    0xc3,                         /* ret */
+};
+
+/* Build the unwind blob for the template, or fail with errno = ENOEXEC
+   when the template is not the one this table describes. */
+static int
+build_unwind_info(void)
+{
+    const unsigned char *code = (const unsigned char *)_Py_trampoline_func_start;
+    size_t size = (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    size_t e = 0;
+    if (size >= sizeof(endbr64) && memcmp(code, endbr64, sizeof(endbr64)) == 0) {
+        e = sizeof(endbr64);
+    }
+    if (size != e + sizeof(template_body)
+        || memcmp(code + e, template_body, sizeof(template_body)) != 0)
+    {
+        errno = ENOEXEC;
+        return -1;
+    }
+    jit.code_size = size;
+
+    bytes_writer w = {jit.unwind, 0, sizeof(jit.unwind)};
+
+    /* CIE: CFA = rsp + 8, return address at CFA - 8. */
+    size_t cie = w.n;
+    put_u32(&w, 0);               /* length, patched */
+    put_u32(&w, 0);               /* CIE id */
+    put_u8(&w, 1);                /* version */
+    put_u8(&w, 'z');
+    put_u8(&w, 'R');
+    put_u8(&w, 0);
+    put_u8(&w, 1);                /* code alignment factor */
+    put_u8(&w, 0x78);             /* data alignment factor: sleb128 -8 */
+    put_u8(&w, DWARF_RA);         /* return address register */
+    put_u8(&w, 1);                /* augmentation data length */
+    put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
+    put_u8(&w, DW_CFA_def_cfa);
+    put_u8(&w, DWARF_RSP);
+    put_u8(&w, 8);
+    put_u8(&w, DW_CFA_offset(DWARF_RA));
+    put_u8(&w, 1);                /* at CFA - 1 * 8 */
+    close_entry(&w, cie);
+
+    /* FDE: one rule change per instruction that changes the frame. */
+    size_t fde = w.n;
+    put_u32(&w, 0);               /* length, patched */
+    put_u32(&w, (uint32_t)(fde + 4 - cie));         /* CIE pointer */
+    /* pc_begin, pcrel: the code ends where this .eh_frame starts */
+    put_u32(&w, (uint32_t)(-(int32_t)(size + w.n)));
+    put_u32(&w, (uint32_t)size);  /* pc_range */
+    put_u8(&w, 0);                /* augmentation data length */
+    /* after push %rbp: CFA = rsp + 16, rbp saved at CFA - 16 */
+    put_u8(&w, DW_CFA_advance_loc(e + 1));
+    put_u8(&w, DW_CFA_def_cfa_offset);
+    put_u8(&w, 16);
+    put_u8(&w, DW_CFA_offset(DWARF_RBP));
+    put_u8(&w, 2);
+    /* after mov %rsp, %rbp: CFA = rbp + 16, through the call */
+    put_u8(&w, DW_CFA_advance_loc(3));
+    put_u8(&w, DW_CFA_def_cfa_register);
+    put_u8(&w, DWARF_RBP);
+    /* after call *%rcx (2) and pop %rbp (1): CFA = rsp + 8, rbp restored */
+    put_u8(&w, DW_CFA_advance_loc(3));
+    put_u8(&w, DW_CFA_def_cfa);
+    put_u8(&w, DWARF_RSP);
+    put_u8(&w, 8);
+    put_u8(&w, DW_CFA_restore(DWARF_RBP));
+    close_entry(&w, fde);
+    put_u32(&w, 0);               /* terminator */
+    size_t eh_frame_size = w.n;
+
+    /* .eh_frame_hdr, right after the .eh_frame */
+    size_t hdr = w.n;
+    put_u8(&w, 1);                /* version */
+    put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
+    put_u8(&w, DW_EH_PE_udata4);                    /* fde_count */
+    put_u8(&w, DW_EH_PE_datarel | DW_EH_PE_sdata4); /* table */
+    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
+    put_u32(&w, 1);
+    /* table entries are relative to the start of .eh_frame_hdr */
+    put_u32(&w, (uint32_t)(-(int32_t)(size + eh_frame_size)));
+    put_u32(&w, (uint32_t)((int32_t)fde - (int32_t)eh_frame_size));
+
+    if (w.n > w.cap) {
+        errno = ENOBUFS;
+        return -1;
+    }
+    jit.unwind_size = w.n;
+    jit.eh_frame_hdr_size = w.n - hdr;
+    return 0;
+}
+
+
+/* ---- The backend -------------------------------------------------------------- */
+
+/* perf inject --jit finds the dump through the mmap event of this mapping
+   in perf.data.  It must be executable: perf record only records mmap
+   events of executable mappings by default. */
+static int
+map_marker(int fd)
+{
+    if (jit.marker != NULL) {
+        /* Inherited from the parent across fork(): it names the parent's
+           dump, not ours. */
+        munmap(jit.marker, jit.marker_size);
+        jit.marker = NULL;
+    }
+    size_t size = (size_t)sysconf(_SC_PAGESIZE);
+    void *marker = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
+                        fd, 0);
+    if (marker == MAP_FAILED) {
+        return -1;
+    }
+    jit.marker = marker;
+    jit.marker_size = size;
+    return 0;
+}
+
+static int
+jit_init(_PyPerfFile *file)
+{
+    if (jit.unwind_size == 0 && build_unwind_info() < 0) {
+        return -1;
+    }
+    jit_header h = {
+        .magic = JITDUMP_MAGIC,
+        .version = JITDUMP_VERSION,
+        .total_size = sizeof(jit_header),
+        .elf_mach = ELF_MACHINE_X86_64,
+        .pid = (uint32_t)getpid(),
+        .timestamp = timestamp(),
+        .flags = 0,
+    };
+    if (_PyPerfFile_Append(file, &h, sizeof(h)) < 0) {
+        return -1;
+    }
+    return map_marker(_PyPerfFile_Fd(file));
+}
+
+static void
+put_bytes(bytes_writer *w, const void *data, size_t size)
+{
+    if (w->n + size <= w->cap) {
+        memcpy(w->p + w->n, data, size);
+    }
+    w->n += size;
+}
+
+static int
+jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
+                PyCodeObject *co)
+{
+    char qualname[1024], filename[2048], name[3200];
+    const char *fname = _PyPerf_SymbolText(co->co_filename, filename,
+                                           sizeof(filename));
+    PyOS_snprintf(name, sizeof(name), "py::%s:%s",
+                  _PyPerf_SymbolText(co->co_qualname, qualname,
+                                     sizeof(qualname)),
+                  fname);
+    size_t fname_len = strlen(fname) + 1;
+    size_t name_len = strlen(name) + 1;
+    uint64_t now = timestamp();
+    uint64_t addr = (uint64_t)(uintptr_t)code;
+
+    unsigned char buf[sizeof(jit_debug_info)
+                      + 2 * (sizeof(jit_debug_entry) + sizeof(filename))
+                      + sizeof(jit_unwinding_info)
+                      + sizeof(jit.unwind) + sizeof(jit_code_load)
+                      + sizeof(name) + 64];
+    bytes_writer w = {buf, 0, sizeof(buf)};
+
+    /* The source location: the function's first line, from the first
+       byte of the trampoline to its end.  perf 6.1 turns each entry into
+       a line-table row at the entry's offset from code_addr (checked with
+       readelf --debug-dump=decodedline on its jitted-*.so: no ELF header
+       offset, unlike what some producers add for other perf versions) and
+       ends the sequence at the last entry, hence two entries. */
+    jit_debug_info di = {
+        .rec = {JIT_CODE_DEBUG_INFO,
+                (uint32_t)(sizeof(di)
+                           + 2 * (sizeof(jit_debug_entry) + fname_len)),
+                now},
+        .code_addr = addr,
+        .nr_entry = 2,
+    };
+    put_bytes(&w, &di, sizeof(di));
+    uint64_t rows[2] = {addr, addr + jit.code_size};
+    for (int i = 0; i < 2; i++) {
+        jit_debug_entry de = {
+            .code_addr = rows[i],
+            .line = (uint32_t)co->co_firstlineno,
+            .discrim = 0,
+        };
+        put_bytes(&w, &de, sizeof(de));
+        put_bytes(&w, fname, fname_len);
+    }
+
+    jit_unwinding_info ui = {
+        .rec = {JIT_CODE_UNWINDING_INFO,
+                (uint32_t)(sizeof(ui) + jit.unwind_size), now},
+        .unwind_data_size = jit.unwind_size,
+        .eh_frame_hdr_size = jit.eh_frame_hdr_size,
+        .mapped_size = jit.unwind_size,
+    };
+    put_bytes(&w, &ui, sizeof(ui));
+    put_bytes(&w, jit.unwind, jit.unwind_size);
+
+    jit_code_load cl = {
+        .rec = {JIT_CODE_LOAD,
+                (uint32_t)(sizeof(cl) + name_len + jit.code_size), now},
+        .pid = (uint32_t)getpid(),
+        .tid = (uint32_t)syscall(SYS_gettid),
+        .vma = addr,
+        .code_addr = addr,
+        .code_size = jit.code_size,
+        .code_index = jit.code_index++,
+    };
+    put_bytes(&w, &cl, sizeof(cl));
+    put_bytes(&w, name, name_len);
+    put_bytes(&w, code, jit.code_size);
+
+    if (w.n > w.cap) {
+        errno = ENOBUFS;
+        return -1;
+    }
+    return _PyPerfFile_Append(file, buf, w.n);
+}
+
+static void
+jit_fini(_PyPerfFile *file)
+{
+    jit_record close_rec = {JIT_CODE_CLOSE, sizeof(jit_record), timestamp()};
+    (void)_PyPerfFile_Append(file, &close_rec, sizeof(close_rec));
+}
+
+/* perf inject maps each code load as [code, code + 8-aligned code size +
+   mapped_size) and reads the unwind table from there, so no other
+   trampoline may start inside that range: a later load overlapping it
+   would cut the earlier one's unwind table off in perf's view. */
+static size_t
+jit_bytes_per_code(size_t code_size)
+{
+    return ((code_size + 7) & ~(size_t)7) + jit.unwind_size;
+}
+
+const _PyPerfBackend _PyPerf_JitDumpBackend = {
+    .name = "perf_jit",
+    .path_format = "/tmp/jit-%ld.dump",
+    .init = jit_init,
+    .write_entry = jit_write_entry,
+    .fini = jit_fini,
+    .bytes_per_code = jit_bytes_per_code,
+};
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE */
