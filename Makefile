@@ -30,6 +30,7 @@ STAMPS  := $(BUILD)/.stamps
 # it: CPython's build would otherwise stamp sys.version with our git tags.
 SRCGIT  := git --git-dir=$(BUILD)/src.git --work-tree=$(SRC)
 NOFP    := build-nofp
+STOCK   := build-stock
 
 OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
 SERIES  := $(addprefix patches/,$(shell grep -v '^\#' patches/series))
@@ -37,8 +38,8 @@ SERIES  := $(addprefix patches/,$(shell grep -v '^\#' patches/series))
 # Run CPython's own tests without the caller's PYTHON* variables.
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
-.PHONY: all help demo test test-fp test-nofp nofp bench tree refresh-patch \
-        clean distclean
+.PHONY: all help demo test nofp stock bench tree refresh-patch clean \
+        distclean
 
 all: $(BUILD)/python
 
@@ -48,6 +49,7 @@ help:
 	@echo "make test       build both interpreters and run the test suite on each"
 	@echo "make nofp       build the no-frame-pointer interpreter build-nofp/python"
 	@echo "make bench      build stock 3.11.2 too and print the overhead table"
+	@echo "make stock      build only stock 3.11.2 (unpatched, same flags) in build-stock/"
 	@echo "make tree       re-create build/src from the tarball (drops edits made there)"
 	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
 	@echo "                regenerate a patch from your edits in build/src"
@@ -111,6 +113,25 @@ $(NOFP)/python: $(NOFP)/Makefile $(STAMPS)/overlay FORCE
 
 nofp: $(NOFP)/python
 
+# Stock CPython from the same tarball with the same flags, unpatched: the
+# baseline of `make bench`.
+$(STOCK)/src/configure: tools/find-tarball.sh
+	@tgz=$$(tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
+	        '$(PYTHON_URL)' '$(DOWNLOAD_CACHE)' $(dir $(PYTHON_TARBALL)) \
+	        '$(SHARED_CPYTHON)') || exit 1; \
+	  rm -rf $(STOCK) && mkdir -p $(STOCK)/src && \
+	  tar -xzf "$$tgz" -C $(STOCK)/src --strip-components=1
+	@touch $@
+
+$(STOCK)/Makefile: $(STOCK)/src/configure
+	cd $(STOCK) && ./src/configure $(CONFIGURE_FLAGS) CFLAGS="$(FP_CFLAGS)" \
+	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+
+$(STOCK)/python: $(STOCK)/Makefile
+	$(MAKE) -C $(STOCK) -j$(JOBS) -s
+
+stock: $(STOCK)/python
+
 FORCE:
 
 # --- using it ---------------------------------------------------------------
@@ -121,8 +142,9 @@ demo: $(BUILD)/python
 test: $(BUILD)/python $(NOFP)/python
 	$(CLEAN_ENV) tools/run-tests.sh $(BUILD)/python $(NOFP)/python
 
-bench: $(BUILD)/python $(NOFP)/python
-	$(MAKE) -C bench
+bench: $(BUILD)/python $(STOCK)/python
+	$(CLEAN_ENV) $(BUILD)/python bench/run.py --stock $(STOCK)/python \
+	    --ours $(BUILD)/python
 
 refresh-patch:
 	@test -n "$(PATCH)" || { echo "usage: make refresh-patch PATCH=patches/NNNN-name.patch"; exit 1; }
@@ -131,6 +153,7 @@ refresh-patch:
 clean:
 	-$(MAKE) -C $(BUILD) clean
 	-$(MAKE) -C $(NOFP) clean
+	-$(MAKE) -C $(STOCK) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) build-stock
+	rm -rf $(BUILD) $(NOFP) $(STOCK)

@@ -370,20 +370,16 @@ static int
 jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
                 PyCodeObject *co)
 {
-    char qualname[1024], filename[2048], name[3200];
-    const char *fname = _PyPerf_SymbolText(co->co_filename, filename,
-                                           sizeof(filename));
-    PyOS_snprintf(name, sizeof(name), "py::%s:%s",
-                  _PyPerf_SymbolText(co->co_qualname, qualname,
-                                     sizeof(qualname)),
-                  fname);
-    size_t fname_len = strlen(fname) + 1;
-    size_t name_len = strlen(name) + 1;
+    char name[_PyPerf_NAME_MAX + 1];
+    size_t file_at;
+    size_t name_len = _PyPerf_SymbolName(co, name, &file_at) + 1;
+    const char *fname = name + file_at;
+    size_t fname_len = name_len - file_at;
     uint64_t now = timestamp();
     uint64_t addr = (uint64_t)(uintptr_t)code;
 
     unsigned char buf[sizeof(jit_debug_info)
-                      + 2 * (sizeof(jit_debug_entry) + sizeof(filename))
+                      + 2 * (sizeof(jit_debug_entry) + sizeof(name))
                       + sizeof(jit_unwinding_info)
                       + sizeof(jit.unwind) + sizeof(jit_code_load)
                       + sizeof(name) + 64];

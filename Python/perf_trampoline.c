@@ -238,23 +238,34 @@ static struct {
 static arena *
 arena_new(size_t slot_size)
 {
-    size_t size = perf.code_size;
     size_t nslots = ARENA_SIZE / slot_size;
+    size_t info_size = nslots * sizeof(slot_info);
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
-    slot_info *info = PyMem_RawCalloc(nslots, sizeof(slot_info));
-    if (a == NULL || info == NULL) {
+    if (a == NULL) {
+        return NULL;
+    }
+    /* Fresh anonymous pages are zeroed: the slot records need no memset,
+       and the gaps between trampolines are zeros. */
+    slot_info *info = mmap(NULL, info_size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (info == MAP_FAILED) {
         goto fail;
     }
     char *mem = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
+        munmap(info, info_size);
         goto fail;
     }
-    for (size_t i = 0; i < nslots; i++) {
-        memcpy(mem + i * slot_size, _Py_trampoline_func_start, size);
+    /* One copy of the template, then doubling copies of the filled part. */
+    memcpy(mem, _Py_trampoline_func_start, perf.code_size);
+    for (size_t done = 1; done < nslots; done *= 2) {
+        size_t n = done < nslots - done ? done : nslots - done;
+        memcpy(mem + done * slot_size, mem, n * slot_size);
     }
     if (mprotect(mem, ARENA_SIZE, PROT_READ | PROT_EXEC) < 0) {
         munmap(mem, ARENA_SIZE);
+        munmap(info, info_size);
         goto fail;
     }
     __builtin___clear_cache(mem, mem + ARENA_SIZE);
@@ -266,7 +277,6 @@ arena_new(size_t slot_size)
     perf.arenas = a;
     return a;
 fail:
-    PyMem_RawFree(info);
     PyMem_RawFree(a);
     return NULL;
 }
@@ -294,7 +304,49 @@ forget_code(void *tramp)
     }
 }
 
+/* The layout of co_extra, which Objects/codeobject.c keeps private.
+   Reading it here saves a function call on every Python call;
+   check_extra_layout() makes sure, once, that it is still this. */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} code_extra_layout;
+
+static inline py_trampoline
+trampoline_of(PyCodeObject *code)
+{
+    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
+    if (extra != NULL && perf.code_index < extra->ce_size) {
+        return (py_trampoline)extra->ce_extras[perf.code_index];
+    }
+    return NULL;
+}
+
 static void deactivate(void);
+
+/* Once: does trampoline_of() read co_extra as _PyCode_GetExtra() does?
+   (It would not on a tree whose codeobject.c changed the layout.) */
+static int
+check_extra_layout(void)
+{
+    static char probe;
+    PyCodeObject *co = PyCode_NewEmpty("<perf>", "<perf>", 1);
+    if (co == NULL) {
+        return -1;
+    }
+    int ok = (_PyCode_SetExtra((PyObject *)co, perf.code_index, &probe) == 0
+              && (void *)trampoline_of(co) == (void *)&probe);
+    /* Not a trampoline: keep forget_code() from looking for it. */
+    (void)_PyCode_SetExtra((PyObject *)co, perf.code_index, NULL);
+    Py_DECREF(co);
+    if (!ok) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "stack trampolines do not know this interpreter's "
+                        "co_extra layout");
+        return -1;
+    }
+    return 0;
+}
 
 /* A RuntimeWarning about a file (errno says why).  Never raises, and
    keeps an exception that is being propagated: this runs on call paths. */
@@ -384,31 +436,47 @@ new_trampoline(PyCodeObject *code)
     return (py_trampoline)tramp;
 }
 
+/* Call `frame` through `tramp`. */
+static inline PyObject *
+call_trampoline(py_trampoline tramp, PyThreadState *tstate,
+                _PyInterpreterFrame *frame, int throwflag)
+{
+    PyObject *res = tramp(tstate, frame, throwflag, _PyEval_EvalFrameDefault);
+    /* Keep the trampoline call a real call: as a tail call, the caller
+       would vanish from the native stack under the trampoline. */
+    __asm__ volatile ("" : "+r" (res));
+    return res;
+}
+
+/* Out of line: the first call of a code object while a backend is on. */
+static Py_NO_INLINE PyObject *
+eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
+                    int throwflag)
+{
+    py_trampoline tramp = NULL;
+    if (perf.active != NULL) {
+        /* A frame entered by generator.throw() arrives with an exception
+           set; nothing here may lose it. */
+        PyObject *exc, *val, *tb;
+        PyErr_Fetch(&exc, &val, &tb);
+        tramp = new_trampoline(frame->f_code);
+        PyErr_Restore(exc, val, tb);
+    }
+    if (tramp == NULL) {
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
+    return call_trampoline(tramp, tstate, frame, throwflag);
+}
+
 PyObject *
 _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
                             _PyInterpreterFrame *frame, int throwflag)
 {
-    void *tramp = NULL;
-    PyCodeObject *code = frame->f_code;
-    if (_PyCode_GetExtra((PyObject *)code, perf.code_index, &tramp) < 0) {
-        PyErr_Clear();
-        tramp = NULL;
+    py_trampoline tramp = trampoline_of(frame->f_code);
+    if (tramp == NULL) {
+        return eval_frame_new_code(tstate, frame, throwflag);
     }
-    if (tramp == NULL && perf.active != NULL) {
-        tramp = new_trampoline(code);
-    }
-    PyObject *res;
-    if (tramp != NULL) {
-        res = ((py_trampoline)tramp)(tstate, frame, throwflag,
-                                     _PyEval_EvalFrameDefault);
-    }
-    else {
-        res = _PyEval_EvalFrameDefault(tstate, frame, throwflag);
-    }
-    /* Keep the trampoline call a real call: as a tail call, this function
-       would vanish from the native stack under the trampoline. */
-    __asm__ volatile ("" : "+r" (res));
-    return res;
+    return call_trampoline(tramp, tstate, frame, throwflag);
 }
 
 
@@ -537,6 +605,10 @@ activate(const char *name)
                             "no co_extra index left for stack trampolines");
             return -1;
         }
+        if (check_extra_layout() < 0) {
+            perf.code_index = -1;
+            return -1;
+        }
     }
     if (!perf.atfork_registered) {
         if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
@@ -631,27 +703,44 @@ _PyPerfFile_Fd(const _PyPerfFile *file)
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
 
 
-/* ---- Text for symbols ------------------------------------------------------ */
+/* ---- Symbol names --------------------------------------------------------- */
 
-const char *
-_PyPerf_SymbolText(PyObject *str, char *buf, size_t bufsize)
+/* Append at most `room` bytes of the UTF-8 text of `str`, control
+   characters replaced (a name must stay on its line).  Never raises. */
+static size_t
+put_text(char *dst, size_t room, PyObject *str)
 {
-    Py_ssize_t size;
+    Py_ssize_t size = 0;
     const char *text = NULL;
     if (str != NULL && PyUnicode_Check(str)) {
         text = PyUnicode_AsUTF8AndSize(str, &size);
     }
     if (text == NULL) {
         PyErr_Clear();
-        return "<unknown>";
+        text = "<unknown>";
+        size = 9;
     }
-    size_t n = (size_t)size < bufsize - 1 ? (size_t)size : bufsize - 1;
+    size_t n = (size_t)size < room ? (size_t)size : room;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)text[i];
-        buf[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
     }
-    buf[n] = '\0';
-    return buf;
+    return n;
+}
+
+size_t
+_PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
+{
+    /* "py::" QUALNAME ":" FILENAME, at most _PyPerf_NAME_MAX bytes */
+    char *p = buf;
+    memcpy(p, "py::", 4);
+    p += 4;
+    p += put_text(p, 1024, co->co_qualname);
+    *p++ = ':';
+    *file_at = (size_t)(p - buf);
+    p += put_text(p, _PyPerf_NAME_MAX - (size_t)(p - buf), co->co_filename);
+    *p = '\0';
+    return (size_t)(p - buf);
 }
 
 
@@ -665,27 +754,37 @@ perf_map_init(_PyPerfFile *Py_UNUSED(file))
     return 0;
 }
 
+static char *
+put_hex(char *p, uint64_t value)
+{
+    char digits[16];
+    int n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[value & 15];
+        value >>= 4;
+    } while (value != 0);
+    while (n > 0) {
+        *p++ = digits[--n];
+    }
+    return p;
+}
+
 /* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
-   without 0x.  The line is assembled whole and appended as one record. */
+   without 0x, assembled whole (no printf: this runs for every new code
+   object) and appended as one record. */
 static int
 perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
                      PyCodeObject *co)
 {
-    char qualname[1024], filename[2048], line[3200];
-    int n = PyOS_snprintf(
-        line, sizeof(line), "%" PRIxPTR " %zx py::%s:%s\n",
-        (uintptr_t)code, size,
-        _PyPerf_SymbolText(co->co_qualname, qualname, sizeof(qualname)),
-        _PyPerf_SymbolText(co->co_filename, filename, sizeof(filename)));
-    if (n < 0) {
-        errno = EINVAL;
-        return -1;
-    }
-    if ((size_t)n >= sizeof(line)) {
-        n = (int)sizeof(line) - 1;
-        line[n - 1] = '\n';
-    }
-    return _PyPerfFile_Append(file, line, (size_t)n);
+    char line[2 * 16 + 3 + _PyPerf_NAME_MAX + 1];
+    size_t file_at;
+    char *p = put_hex(line, (uintptr_t)code);
+    *p++ = ' ';
+    p = put_hex(p, size);
+    *p++ = ' ';
+    p += _PyPerf_SymbolName(co, p, &file_at);
+    *p++ = '\n';
+    return _PyPerfFile_Append(file, line, (size_t)(p - line));
 }
 
 static void

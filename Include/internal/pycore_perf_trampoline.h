@@ -20,6 +20,24 @@ struct _PyInterpreterFrame;
 PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
 
+/* For the call instructions of ceval.c.  PERF_TRAMPOLINE_OTHER_HOOK: a
+   PEP 523 hook other than ours is installed, so calls must not be run by
+   the evaluator itself (stock 3.11 behaviour).  PERF_TRAMPOLINE_HOOK: ours
+   is, so a frame the instruction pushed goes through its trampoline.  The
+   hook is re-read rather than kept in a variable across the instruction:
+   a live variable would cost registers on the fast path, where the hook
+   is almost never set. */
+#define PERF_TRAMPOLINE_OTHER_HOOK(tstate) \
+    ((tstate)->interp->eval_frame != NULL \
+     && (tstate)->interp->eval_frame != _PyPerfTrampoline_EvalFrame)
+#if defined(__GNUC__) || defined(__clang__)
+#  define PERF_TRAMPOLINE_HOOK(tstate) __builtin_expect( \
+    (tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame, 0)
+#else
+#  define PERF_TRAMPOLINE_HOOK(tstate) \
+    ((tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+#endif
+
 /* Start-up: honour -X perf, -X perf_jit, PYTHONPERFSUPPORT and
    PYTHON_PERF_JIT_SUPPORT.  Never fails: problems become warnings. */
 extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
@@ -72,10 +90,13 @@ extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
                               size_t size);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
 
-/* The UTF-8 text of a str for file names and symbols, with line breaks
-   and other control characters replaced, never NULL, never raising. */
-extern const char *_PyPerf_SymbolText(PyObject *str, char *buf,
-                                      size_t bufsize);
+/* Write the symbol of a code object, "py::QUALNAME:FILENAME" (UTF-8,
+   control characters replaced, NUL-terminated, at most _PyPerf_NAME_MAX
+   bytes before the NUL) into buf; return its length and set *file_at to
+   where FILENAME starts.  Never raises. */
+#define _PyPerf_NAME_MAX 3072
+extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
+                                 size_t *file_at);
 
 #ifdef __cplusplus
 }

@@ -54,6 +54,11 @@ def baz(n):
 """
 
 
+# The functions of Python/perf_trampoline.c that call trampolines: the hot
+# path, and the out-of-line first call of a code object.
+TRAMPOLINE_CALLERS = ("_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
+
+
 def map_path(pid):
     return f"/tmp/perf-{pid}.map"
 
@@ -147,7 +152,8 @@ JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
 
 
 def parse_perf_script(text):
-    """Samples of `perf script` output: lists of (symbol, dso), leaf first."""
+    """Samples of `perf script` output: lists of (symbol, dso), leaf first,
+    one entry per native frame (inlined functions are left out)."""
     samples = []
     current = None
     for line in text.splitlines():
@@ -167,6 +173,9 @@ def parse_perf_script(text):
         rest = parts[1]
         m = re.match(r"(.*) \((.*)\)$", rest)
         sym, dso = (m.group(1), m.group(2)) if m else (rest, "")
+        if dso == "inlined":
+            # a function inlined at the next (real) frame's address
+            continue
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
         current.append((sym, dso))
     if current:
@@ -276,11 +285,10 @@ class TestPerfProfiling(PerfTestCase):
     def test_no_native_frame_skipped(self):
         # The trampoline keeps a frame record, so frame-pointer unwinding
         # goes from a trampoline straight to the function that called it.
-        # In this build the only such function is
-        # _PyPerfTrampoline_EvalFrame (checked below with the build's own
-        # disassembly where gdb exists).  A trampoline without a frame
-        # record hides that caller: the next frame would be its caller's
-        # caller (_PyEval_EvalFrameDefault).
+        # In this build only TRAMPOLINE_CALLERS do (checked below with the
+        # build's own disassembly where gdb exists).  A trampoline without
+        # a frame record hides that caller: the next frame would be its
+        # caller's caller (_PyEval_EvalFrameDefault, PyEval_EvalCode...).
         code = NESTED + "baz(10_000_000)\n"
         _, samples, script, _ = self.record(code, "-X", "perf")
         checked = 0
@@ -291,23 +299,23 @@ class TestPerfProfiling(PerfTestCase):
                 if i + 1 == len(sample):
                     continue
                 checked += 1
-                self.assertEqual(sample[i + 1][0],
-                                 "_PyPerfTrampoline_EvalFrame",
-                                 f"frame below {sym} in {sample}")
+                self.assertIn(sample[i + 1][0], TRAMPOLINE_CALLERS,
+                              f"frame below {sym} in {sample}")
         self.assertGreater(checked, 30)
 
     @unittest.skipIf(shutil.which("gdb") is None, "needs gdb")
     def test_only_evalframe_calls_trampolines(self):
         # The build's own knowledge behind test_no_native_frame_skipped:
-        # _PyPerfTrampoline_EvalFrame calls the trampoline with a real
+        # each of TRAMPOLINE_CALLERS calls trampolines with a real
         # (indirect) call, not a jump that would leave no frame.
-        proc = subprocess.run(
-            ["gdb", "-batch", "-nx", "-ex",
-             "disassemble _PyPerfTrampoline_EvalFrame", sys.executable],
-            capture_output=True, text=True, timeout=120)
-        if "No symbol" in proc.stdout + proc.stderr:
-            self.skipTest("interpreter has no symbols")
-        self.assertRegex(proc.stdout, r"call\s+\*")
+        for func in TRAMPOLINE_CALLERS:
+            proc = subprocess.run(
+                ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
+                 sys.executable], capture_output=True, text=True,
+                timeout=120)
+            if "No symbol" in proc.stdout + proc.stderr:
+                self.skipTest("interpreter has no symbols")
+            self.assertRegex(proc.stdout, r"call\s+\*%r", func)
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
@@ -883,7 +891,7 @@ class TestPerfJit(PerfTestCase):
             if pos != sorted(pos):
                 continue
             # the native frames between them are intact
-            if all(syms[p + 1] == "_PyPerfTrampoline_EvalFrame"
+            if all(syms[p + 1] in TRAMPOLINE_CALLERS
                    and "_PyEval_EvalFrameDefault" in syms[p + 1:q]
                    for p, q in zip(pos, pos[1:])):
                 good += 1

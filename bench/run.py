@@ -1,0 +1,158 @@
+"""What -X perf and -X perf_jit cost: the cpython-perf benchmark suite.
+
+    python bench/run.py --stock build-stock/python --ours build/python
+
+For every workload in bench/workloads/ (each file says what it exercises),
+runs stock CPython 3.11.2 and our interpreter off, with -X perf and with
+-X perf_jit:
+
+  * under callgrind, counting instructions (repeatable run to run; the
+    ratios are the figures of record);
+  * several times, alternating the four, for wall-clock medians (a second
+    opinion: shared cores swing by tens of percent);
+
+then measures peak RSS and trampoline arena bytes for 100,000 code objects
+and ends with one verdict line against the targets of issue 4.  Files the
+runs leave in /tmp (perf maps, jitdumps) are removed.
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WORKLOADS = os.path.join(HERE, "workloads")
+
+# (workload, max perf/off ratio, description); off/stock must be <= 1.002
+TARGETS = [
+    ("startup", 1.005, "interpreter start-up"),
+    ("fib", 1.08, "recursive fib"),
+    ("objects", 1.03, "methods, property, generator, sorted(key=lambda)"),
+    ("threads", 1.05, "4 threads running fib"),
+    ("hotloop", 1.002, "hot loop inside three nested calls"),
+    ("fresh", 1.02, "exec of 2,000 fresh functions, each called once"),
+    ("imports", 1.005, "importing 20 stdlib modules"),
+    ("coroutines", None, "asyncio coroutines"),
+    ("deep", None, "deep recursion (900 frames)"),
+]
+OFF_LIMIT = 1.002
+CONFIGS = [("stock", []), ("off", []), ("perf", ["-X", "perf"]),
+           ("perf_jit", ["-X", "perf_jit"])]
+
+
+def clean_env():
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONHASHSEED"] = "0"
+    return env
+
+
+def forget(pid):
+    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def run(cmd):
+    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate()
+    forget(proc.pid)
+    if proc.returncode != 0:
+        raise SystemExit(f"failed: {' '.join(cmd)}\n{err}")
+    return out, err
+
+
+def instructions(python, args, script):
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "callgrind.out")
+        run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             "--dump-instr=no", python, *args, script])
+        with open(out) as f:
+            text = f.read()
+    m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
+    return int(m.group(1))
+
+
+def wall(python, args, script):
+    start = time.perf_counter()
+    run([python, *args, script])
+    return time.perf_counter() - start
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stock", required=True)
+    parser.add_argument("--ours", required=True)
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="wall-clock runs per configuration")
+    parser.add_argument("--only", nargs="*", help="workload names")
+    opts = parser.parse_args()
+    pythons = {"stock": opts.stock, "off": opts.ours, "perf": opts.ours,
+               "perf_jit": opts.ours}
+    targets = [t for t in TARGETS if not opts.only or t[0] in opts.only]
+
+    # Warm the .pyc caches of both trees so that no run compiles.
+    for name, _, _ in targets:
+        script = os.path.join(WORKLOADS, name + ".py")
+        for python in (opts.stock, opts.ours):
+            run([python, script])
+
+    rows, failures = [], []
+    for name, limit, what in targets:
+        script = os.path.join(WORKLOADS, name + ".py")
+        ir = {c: instructions(pythons[c], a, script) for c, a in CONFIGS}
+        times = {c: [] for c, _ in CONFIGS}
+        for _ in range(opts.rounds):
+            for c, a in CONFIGS:
+                times[c].append(wall(pythons[c], a, script))
+        med = {c: statistics.median(v) * 1000 for c, v in times.items()}
+        r_off = ir["off"] / ir["stock"]
+        r_perf = ir["perf"] / ir["off"]
+        r_jit = ir["perf_jit"] / ir["off"]
+        if r_off > OFF_LIMIT:
+            failures.append(f"{name} off/stock {r_off:.4f} > {OFF_LIMIT}")
+        for label, r in (("perf", r_perf), ("perf_jit", r_jit)):
+            if limit is not None and r > limit:
+                failures.append(f"{name} {label}/off {r:.4f} > {limit}")
+        rows.append((name, ir, r_off, r_perf, r_jit, med, limit))
+        print(f"  measured {name}", file=sys.stderr, flush=True)
+
+    print("| workload | stock Ir | off Ir | off/stock | perf/off | "
+          "perf_jit/off | target | wall ms stock / off / perf / perf_jit |")
+    print("|---|---:|---:|---:|---:|---:|---:|---|")
+    for name, ir, r_off, r_perf, r_jit, med, limit in rows:
+        print(f"| {name} | {ir['stock']:,} | {ir['off']:,} | {r_off:.4f} | "
+              f"{r_perf:.4f} | {r_jit:.4f} | "
+              f"{'-' if limit is None else f'<= {limit}'} | "
+              f"{med['stock']:.0f} / {med['off']:.0f} / {med['perf']:.0f} / "
+              f"{med['perf_jit']:.0f} |")
+
+    print()
+    print("| 100,000 code objects | peak RSS KiB | executable anonymous "
+          "bytes (trampoline arenas) |")
+    print("|---|---:|---:|")
+    script = os.path.join(WORKLOADS, "many_codes.py")
+    for c, a in CONFIGS:
+        out, _ = run([pythons[c], *a, script])
+        rss = re.search(r"peak_rss_kib (\d+)", out).group(1)
+        arena = re.search(r"anon_exec_bytes (\d+)", out).group(1)
+        print(f"| {c} | {int(rss):,} | {int(arena):,} |")
+
+    print()
+    if failures:
+        print("verdict: MISSED " + "; ".join(failures))
+    else:
+        print(f"verdict: all targets met (off/stock <= {OFF_LIMIT} everywhere; "
+              "perf and perf_jit within each workload's limit)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,21 @@
+"""Importing 20 stdlib modules (pure-Python module bodies run once)."""
+import argparse
+import ast
+import calendar
+import configparser
+import csv
+import dataclasses
+import decimal
+import difflib
+import email.message
+import fractions
+import json
+import logging
+import pathlib
+import pprint
+import shlex
+import statistics
+import string
+import textwrap
+import typing
+import uuid

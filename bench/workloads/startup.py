@@ -1,0 +1,1 @@
+"""Interpreter start-up: an empty script (site, encodings, the importlib)."""
