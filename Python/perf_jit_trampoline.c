@@ -130,6 +130,7 @@ _Static_assert(sizeof(jit_debug_entry) == 16, "debug entry header");
 _Static_assert(sizeof(jit_unwinding_info) == 40, "unwinding header");
 
 static struct {
+    uint32_t pid;                 /* getpid() is a system call: once */
     void *marker;                 /* the mapping perf inject looks for */
     size_t marker_size;
     uint64_t code_index;
@@ -138,6 +139,17 @@ static struct {
     size_t unwind_size;
     size_t eh_frame_hdr_size;
 } jit;
+
+/* The kernel's id of the calling thread, asked for once per thread. */
+static uint32_t
+thread_id(void)
+{
+    static _Thread_local uint32_t tid;
+    if (tid == 0) {
+        tid = (uint32_t)syscall(SYS_gettid);
+    }
+    return tid;
+}
 
 static uint64_t
 timestamp(void)
@@ -342,12 +354,13 @@ jit_init(_PyPerfFile *file)
     if (jit.unwind_size == 0 && build_unwind_info() < 0) {
         return -1;
     }
+    jit.pid = (uint32_t)getpid();
     jit_header h = {
         .magic = JITDUMP_MAGIC,
         .version = JITDUMP_VERSION,
         .total_size = sizeof(jit_header),
         .elf_mach = ELF_MACHINE_X86_64,
-        .pid = (uint32_t)getpid(),
+        .pid = jit.pid,
         .timestamp = timestamp(),
         .flags = 0,
     };
@@ -357,13 +370,12 @@ jit_init(_PyPerfFile *file)
     return map_marker(_PyPerfFile_Fd(file));
 }
 
-static void
-put_bytes(bytes_writer *w, const void *data, size_t size)
+/* Copy `size` bytes to *p and advance it. */
+static inline void
+put(unsigned char **p, const void *data, size_t size)
 {
-    if (w->n + size <= w->cap) {
-        memcpy(w->p + w->n, data, size);
-    }
-    w->n += size;
+    memcpy(*p, data, size);
+    *p += size;
 }
 
 static int
@@ -377,13 +389,6 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
     size_t fname_len = name_len - file_at;
     uint64_t now = timestamp();
     uint64_t addr = (uint64_t)(uintptr_t)code;
-
-    unsigned char buf[sizeof(jit_debug_info)
-                      + 2 * (sizeof(jit_debug_entry) + sizeof(name))
-                      + sizeof(jit_unwinding_info)
-                      + sizeof(jit.unwind) + sizeof(jit_code_load)
-                      + sizeof(name) + 64];
-    bytes_writer w = {buf, 0, sizeof(buf)};
 
     /* The source location: the function's first line, from the first
        byte of the trampoline to its end.  perf 6.1 turns each entry into
@@ -399,18 +404,6 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
         .code_addr = addr,
         .nr_entry = 2,
     };
-    put_bytes(&w, &di, sizeof(di));
-    uint64_t rows[2] = {addr, addr + jit.code_size};
-    for (int i = 0; i < 2; i++) {
-        jit_debug_entry de = {
-            .code_addr = rows[i],
-            .line = (uint32_t)co->co_firstlineno,
-            .discrim = 0,
-        };
-        put_bytes(&w, &de, sizeof(de));
-        put_bytes(&w, fname, fname_len);
-    }
-
     jit_unwinding_info ui = {
         .rec = {JIT_CODE_UNWINDING_INFO,
                 (uint32_t)(sizeof(ui) + jit.unwind_size), now},
@@ -418,28 +411,44 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
         .eh_frame_hdr_size = jit.eh_frame_hdr_size,
         .mapped_size = jit.unwind_size,
     };
-    put_bytes(&w, &ui, sizeof(ui));
-    put_bytes(&w, jit.unwind, jit.unwind_size);
-
     jit_code_load cl = {
         .rec = {JIT_CODE_LOAD,
                 (uint32_t)(sizeof(cl) + name_len + jit.code_size), now},
-        .pid = (uint32_t)getpid(),
-        .tid = (uint32_t)syscall(SYS_gettid),
+        .pid = jit.pid,
+        .tid = thread_id(),
         .vma = addr,
         .code_addr = addr,
         .code_size = jit.code_size,
-        .code_index = jit.code_index++,
+        .code_index = jit.code_index,
     };
-    put_bytes(&w, &cl, sizeof(cl));
-    put_bytes(&w, name, name_len);
-    put_bytes(&w, code, jit.code_size);
 
-    if (w.n > w.cap) {
-        errno = ENOBUFS;
+    /* The three records, in the order perf needs them, assembled in place
+       in the file's buffer. */
+    size_t total = di.rec.total_size + ui.rec.total_size + cl.rec.total_size;
+    unsigned char *start = _PyPerfFile_Reserve(file, total);
+    if (start == NULL) {
         return -1;
     }
-    return _PyPerfFile_Append(file, buf, w.n);
+    unsigned char *p = start;
+    put(&p, &di, sizeof(di));
+    for (int i = 0; i < 2; i++) {
+        jit_debug_entry de = {
+            .code_addr = i == 0 ? addr : addr + jit.code_size,
+            .line = (uint32_t)co->co_firstlineno,
+            .discrim = 0,
+        };
+        put(&p, &de, sizeof(de));
+        put(&p, fname, fname_len);
+    }
+    put(&p, &ui, sizeof(ui));
+    put(&p, jit.unwind, jit.unwind_size);
+    put(&p, &cl, sizeof(cl));
+    put(&p, name, name_len);
+    put(&p, code, jit.code_size);
+    assert((size_t)(p - start) == total);
+    _PyPerfFile_Commit(file, total);
+    jit.code_index++;
+    return 0;
 }
 
 static void

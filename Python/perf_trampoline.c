@@ -79,7 +79,12 @@
 #include "pycore_frame.h"         // _PyInterpreterFrame
 #include "pycore_interp.h"        // PyInterpreterState.eval_frame
 #include "pycore_perf_trampoline.h"
+#include "pycore_pyerrors.h"      // _PyErr_Fetch()
 #include "pycore_pystate.h"       // _PyInterpreterState_GET()
+
+/* The co_extra index of trampolines; read by ceval.c on every call made
+   while the hook is installed. */
+Py_ssize_t _PyPerfTrampoline_CodeIndex = -1;
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
@@ -92,17 +97,17 @@
 #include <sys/stat.h>             // fstat()
 #include <unistd.h>
 
-typedef PyObject *(*py_evaluator)(PyThreadState *, _PyInterpreterFrame *,
-                                  int);
-typedef PyObject *(*py_trampoline)(PyThreadState *, _PyInterpreterFrame *,
-                                   int, py_evaluator);
+typedef _PyPerfTrampoline py_trampoline;
 
 /* Python/asm_trampoline.S */
 extern char _Py_trampoline_func_start[];
 extern char _Py_trampoline_func_end[];
 
 #define NBACKENDS 2
-#define ARENA_SIZE (64 * 1024)
+/* Arenas start at one page (enough for start-up) and double up to 64 KiB,
+   so that a short run does not pay for filling memory it never uses. */
+#define ARENA_MIN_SIZE (4 * 1024)
+#define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
 #define FILE_BUFSIZE (64 * 1024)
 
@@ -206,7 +211,8 @@ typedef struct {
 
 typedef struct arena {
     struct arena *prev;
-    char *start;                  /* ARENA_SIZE bytes, read+execute */
+    char *start;                  /* read+execute */
+    size_t size;                  /* bytes at start */
     size_t slot_size;             /* distance between two trampolines */
     size_t nslots;
     size_t nused;                 /* slots handed out */
@@ -216,10 +222,10 @@ typedef struct arena {
 typedef struct {
     const _PyPerfBackend *backend;
     _PyPerfFile *file;            /* NULL until first activated */
+    size_t slot_size;             /* trampoline spacing it needs */
 } backend_state;
 
 static struct {
-    Py_ssize_t code_index;        /* co_extra index, -1 until requested */
     size_t code_size;             /* bytes of the template */
     arena *arenas;                /* newest first */
     backend_state backends[NBACKENDS];
@@ -227,10 +233,9 @@ static struct {
     int atfork_registered;
     volatile int forked;          /* set in a child, until files move */
 } perf = {
-    .code_index = -1,
     .backends = {
-        {&_PyPerf_MapBackend, NULL},
-        {&_PyPerf_JitDumpBackend, NULL},
+        {&_PyPerf_MapBackend, NULL, 0},
+        {&_PyPerf_JitDumpBackend, NULL, 0},
     },
 };
 
@@ -238,7 +243,12 @@ static struct {
 static arena *
 arena_new(size_t slot_size)
 {
-    size_t nslots = ARENA_SIZE / slot_size;
+    size_t size = perf.arenas == NULL ? ARENA_MIN_SIZE : perf.arenas->size * 2;
+    size = size < ARENA_MAX_SIZE ? size : ARENA_MAX_SIZE;
+    while (size < slot_size) {
+        size *= 2;
+    }
+    size_t nslots = size / slot_size;
     size_t info_size = nslots * sizeof(slot_info);
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
     if (a == NULL) {
@@ -251,7 +261,7 @@ arena_new(size_t slot_size)
     if (info == MAP_FAILED) {
         goto fail;
     }
-    char *mem = mmap(NULL, ARENA_SIZE, PROT_READ | PROT_WRITE,
+    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         munmap(info, info_size);
@@ -263,13 +273,14 @@ arena_new(size_t slot_size)
         size_t n = done < nslots - done ? done : nslots - done;
         memcpy(mem + done * slot_size, mem, n * slot_size);
     }
-    if (mprotect(mem, ARENA_SIZE, PROT_READ | PROT_EXEC) < 0) {
-        munmap(mem, ARENA_SIZE);
+    if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        munmap(mem, size);
         munmap(info, info_size);
         goto fail;
     }
-    __builtin___clear_cache(mem, mem + ARENA_SIZE);
+    __builtin___clear_cache(mem, mem + size);
     a->start = mem;
+    a->size = size;
     a->slot_size = slot_size;
     a->nslots = nslots;
     a->info = info;
@@ -285,7 +296,7 @@ static slot_info *
 slot_of(const char *tramp)
 {
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        if (tramp >= a->start && tramp < a->start + ARENA_SIZE) {
+        if (tramp >= a->start && tramp < a->start + a->size) {
             return &a->info[(size_t)(tramp - a->start) / a->slot_size];
         }
     }
@@ -304,27 +315,10 @@ forget_code(void *tramp)
     }
 }
 
-/* The layout of co_extra, which Objects/codeobject.c keeps private.
-   Reading it here saves a function call on every Python call;
-   check_extra_layout() makes sure, once, that it is still this. */
-typedef struct {
-    Py_ssize_t ce_size;
-    void *ce_extras[1];
-} code_extra_layout;
-
-static inline py_trampoline
-trampoline_of(PyCodeObject *code)
-{
-    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
-    if (extra != NULL && perf.code_index < extra->ce_size) {
-        return (py_trampoline)extra->ce_extras[perf.code_index];
-    }
-    return NULL;
-}
-
 static void deactivate(void);
 
-/* Once: does trampoline_of() read co_extra as _PyCode_GetExtra() does?
+/* Once: does _PyPerfTrampoline_Of() read co_extra as _PyCode_GetExtra()
+   does?
    (It would not on a tree whose codeobject.c changed the layout.) */
 static int
 check_extra_layout(void)
@@ -334,10 +328,10 @@ check_extra_layout(void)
     if (co == NULL) {
         return -1;
     }
-    int ok = (_PyCode_SetExtra((PyObject *)co, perf.code_index, &probe) == 0
-              && (void *)trampoline_of(co) == (void *)&probe);
+    int ok = (_PyCode_SetExtra((PyObject *)co, _PyPerfTrampoline_CodeIndex, &probe) == 0
+              && (void *)_PyPerfTrampoline_Of(co) == (void *)&probe);
     /* Not a trampoline: keep forget_code() from looking for it. */
-    (void)_PyCode_SetExtra((PyObject *)co, perf.code_index, NULL);
+    (void)_PyCode_SetExtra((PyObject *)co, _PyPerfTrampoline_CodeIndex, NULL);
     Py_DECREF(co);
     if (!ok) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -398,7 +392,7 @@ describe_all(backend_state *st)
     return 0;
 }
 
-static py_trampoline
+static Py_NO_INLINE py_trampoline
 new_trampoline(PyCodeObject *code)
 {
     if (perf.forked) {
@@ -411,17 +405,15 @@ new_trampoline(PyCodeObject *code)
     /* The active backend may need room after each trampoline; an arena
        made for another backend with less room is left as it is. */
     backend_state *st = perf.active;
-    size_t slot_size = st->backend->bytes_per_code(perf.code_size);
-    slot_size = (slot_size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
     arena *a = perf.arenas;
-    if (a == NULL || a->nused == a->nslots || a->slot_size < slot_size) {
-        a = arena_new(slot_size);
+    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size) {
+        a = arena_new(st->slot_size);
         if (a == NULL) {
             return NULL;
         }
     }
     char *tramp = a->start + a->nused * a->slot_size;
-    if (_PyCode_SetExtra((PyObject *)code, perf.code_index, tramp) < 0) {
+    if (_PyCode_SetExtra((PyObject *)code, _PyPerfTrampoline_CodeIndex, tramp) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -455,12 +447,17 @@ eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
 {
     py_trampoline tramp = NULL;
     if (perf.active != NULL) {
-        /* A frame entered by generator.throw() arrives with an exception
-           set; nothing here may lose it. */
-        PyObject *exc, *val, *tb;
-        PyErr_Fetch(&exc, &val, &tb);
-        tramp = new_trampoline(frame->f_code);
-        PyErr_Restore(exc, val, tb);
+        if (_PyErr_Occurred(tstate)) {
+            /* generator.throw() enters its frame with the exception set;
+               nothing here may lose it. */
+            PyObject *exc, *val, *tb;
+            _PyErr_Fetch(tstate, &exc, &val, &tb);
+            tramp = new_trampoline(frame->f_code);
+            _PyErr_Restore(tstate, exc, val, tb);
+        }
+        else {
+            tramp = new_trampoline(frame->f_code);
+        }
     }
     if (tramp == NULL) {
         return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
@@ -472,7 +469,7 @@ PyObject *
 _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
                             _PyInterpreterFrame *frame, int throwflag)
 {
-    py_trampoline tramp = trampoline_of(frame->f_code);
+    py_trampoline tramp = _PyPerfTrampoline_Of(frame->f_code);
     if (tramp == NULL) {
         return eval_frame_new_code(tstate, frame, throwflag);
     }
@@ -545,6 +542,8 @@ open_backend(backend_state *st)
         errno = saved;
         return -1;
     }
+    size_t size = st->backend->bytes_per_code(perf.code_size);
+    st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
     return 0;
 }
 
@@ -596,17 +595,17 @@ activate(const char *name)
     if (st == perf.active && !perf.forked) {
         return 0;
     }
-    if (perf.code_index < 0) {
+    if (_PyPerfTrampoline_CodeIndex < 0) {
         perf.code_size = (size_t)(_Py_trampoline_func_end
                                   - _Py_trampoline_func_start);
-        perf.code_index = _PyEval_RequestCodeExtraIndex(forget_code);
-        if (perf.code_index < 0) {
+        _PyPerfTrampoline_CodeIndex = _PyEval_RequestCodeExtraIndex(forget_code);
+        if (_PyPerfTrampoline_CodeIndex < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "no co_extra index left for stack trampolines");
             return -1;
         }
         if (check_extra_layout() < 0) {
-            perf.code_index = -1;
+            _PyPerfTrampoline_CodeIndex = -1;
             return -1;
         }
     }
@@ -694,6 +693,26 @@ _PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
     return 0;
 }
 
+void *
+_PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
+{
+    if (size > sizeof(file->buf)) {
+        errno = EMSGSIZE;
+        return NULL;
+    }
+    if (file->used + size > sizeof(file->buf) && file_flush(file) < 0) {
+        return NULL;
+    }
+    return file->buf + file->used;
+}
+
+void
+_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
+{
+    assert(file->used + size <= sizeof(file->buf));
+    file->used += size;
+}
+
 int
 _PyPerfFile_Fd(const _PyPerfFile *file)
 {
@@ -705,15 +724,36 @@ _PyPerfFile_Fd(const _PyPerfFile *file)
 
 /* ---- Symbol names --------------------------------------------------------- */
 
+/* Non-zero if a byte of `w` is below 0x20 or equal to 0x7f.  For bytes
+   below 0x80, b - 0x20 borrows into bit 7 exactly when b < 0x20, and
+   (b ^ 0x7f) - 1 does exactly when b == 0x7f; bytes of 0x80 and above
+   (UTF-8 sequences) have bit 7 set in b and are masked out.  A borrow
+   only reaches the next byte from a byte that counts itself. */
+static inline uint64_t
+control_bytes(uint64_t w)
+{
+    const uint64_t ones = 0x0101010101010101ULL;
+    uint64_t x = w ^ (ones * 0x7f);
+    return ((w - ones * 0x20) | (x - ones)) & ~w & (ones * 0x80);
+}
+
 /* Append at most `room` bytes of the UTF-8 text of `str`, control
-   characters replaced (a name must stay on its line).  Never raises. */
+   characters replaced (a name must stay on its line).  Never raises.
+   This runs for every new code object: ASCII strings (almost all names)
+   are read straight from the object, eight bytes at a time. */
 static size_t
 put_text(char *dst, size_t room, PyObject *str)
 {
     Py_ssize_t size = 0;
     const char *text = NULL;
     if (str != NULL && PyUnicode_Check(str)) {
-        text = PyUnicode_AsUTF8AndSize(str, &size);
+        if (PyUnicode_IS_COMPACT_ASCII(str)) {
+            text = (const char *)PyUnicode_DATA(str);
+            size = PyUnicode_GET_LENGTH(str);
+        }
+        else {
+            text = PyUnicode_AsUTF8AndSize(str, &size);
+        }
     }
     if (text == NULL) {
         PyErr_Clear();
@@ -721,9 +761,34 @@ put_text(char *dst, size_t room, PyObject *str)
         size = 9;
     }
     size_t n = (size_t)size < room ? (size_t)size : room;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)text[i];
-        dst[i] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    /* Copy and check eight bytes at a time; the last word overlaps its
+       predecessor, and a text shorter than a word goes byte by byte. */
+    uint64_t bad = 0;
+    if (n >= 8) {
+        uint64_t w;
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&w, text + i, 8);
+            memcpy(dst + i, &w, 8);
+            bad |= control_bytes(w);
+        }
+        memcpy(&w, text + n - 8, 8);
+        memcpy(dst + n - 8, &w, 8);
+        bad |= control_bytes(w);
+    }
+    else {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)text[i];
+            dst[i] = (char)c;
+            bad |= (c < 0x20) | (c == 0x7f);
+        }
+    }
+    if (bad) {
+        for (size_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)dst[i];
+            if (c < 0x20 || c == 0x7f) {
+                dst[i] = '?';
+            }
+        }
     }
     return n;
 }
@@ -754,29 +819,43 @@ perf_map_init(_PyPerfFile *Py_UNUSED(file))
     return 0;
 }
 
+/* `value` in lowercase hex without leading zeros.  The digits are written
+   backwards from the last one, two at a time from a table of the 256
+   byte values; the digit count comes from the highest set bit. */
 static char *
 put_hex(char *p, uint64_t value)
 {
-    char digits[16];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[value & 15];
-        value >>= 4;
-    } while (value != 0);
-    while (n > 0) {
-        *p++ = digits[--n];
+    static char pairs[512];
+    if (pairs[0] == 0) {
+        for (int b = 0; b < 256; b++) {
+            pairs[2 * b] = "0123456789abcdef"[b >> 4];
+            pairs[2 * b + 1] = "0123456789abcdef"[b & 15];
+        }
     }
-    return p;
+    int ndigits = value == 0 ? 1 : (64 - __builtin_clzll(value) + 3) / 4;
+    char *q = p + ndigits;
+    while (q - p >= 2) {
+        q -= 2;
+        memcpy(q, &pairs[2 * (value & 0xff)], 2);
+        value >>= 8;
+    }
+    if (q > p) {
+        *p = "0123456789abcdef"[value & 15];
+    }
+    return p + ndigits;
 }
 
 /* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
-   without 0x, assembled whole (no printf: this runs for every new code
-   object) and appended as one record. */
+   without 0x, assembled in place in the file's buffer (no printf, no
+   copy: this runs for every new code object). */
 static int
 perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
                      PyCodeObject *co)
 {
-    char line[2 * 16 + 3 + _PyPerf_NAME_MAX + 1];
+    char *line = _PyPerfFile_Reserve(file, 2 * 16 + 3 + _PyPerf_NAME_MAX + 1);
+    if (line == NULL) {
+        return -1;
+    }
     size_t file_at;
     char *p = put_hex(line, (uintptr_t)code);
     *p++ = ' ';
@@ -784,7 +863,8 @@ perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
     *p++ = ' ';
     p += _PyPerf_SymbolName(co, p, &file_at);
     *p++ = '\n';
-    return _PyPerfFile_Append(file, line, (size_t)(p - line));
+    _PyPerfFile_Commit(file, (size_t)(p - line));
+    return 0;
 }
 
 static void
