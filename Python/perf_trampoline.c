@@ -82,10 +82,6 @@
 #include "pycore_pyerrors.h"      // _PyErr_Fetch()
 #include "pycore_pystate.h"       // _PyInterpreterState_GET()
 
-/* The co_extra index of trampolines; read by ceval.c on every call made
-   while the hook is installed. */
-Py_ssize_t _PyPerfTrampoline_CodeIndex = -1;
-
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <errno.h>
@@ -97,7 +93,32 @@ Py_ssize_t _PyPerfTrampoline_CodeIndex = -1;
 #include <sys/stat.h>             // fstat()
 #include <unistd.h>
 
-typedef _PyPerfTrampoline py_trampoline;
+/* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
+typedef PyObject *(*py_trampoline)(
+    PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag,
+    PyObject *(*eval)(PyThreadState *, _PyInterpreterFrame *, int));
+
+/* The co_extra index of trampolines, -1 before the first activation. */
+static Py_ssize_t code_index = -1;
+
+/* The layout of co_extra, which Objects/codeobject.c keeps private.
+   Reading it here saves a function call on every Python call;
+   check_extra_layout() makes sure, once, that it is still this. */
+typedef struct {
+    Py_ssize_t ce_size;
+    void *ce_extras[1];
+} code_extra_layout;
+
+/* The trampoline of `code`, or NULL if it has none yet. */
+static inline py_trampoline
+trampoline_of(PyCodeObject *code)
+{
+    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
+    if (extra != NULL && code_index < extra->ce_size) {
+        return (py_trampoline)extra->ce_extras[code_index];
+    }
+    return NULL;
+}
 
 /* Python/asm_trampoline.S */
 extern char _Py_trampoline_func_start[];
@@ -317,8 +338,7 @@ forget_code(void *tramp)
 
 static void deactivate(void);
 
-/* Once: does _PyPerfTrampoline_Of() read co_extra as _PyCode_GetExtra()
-   does?
+/* Once: does trampoline_of() read co_extra as _PyCode_GetExtra() does?
    (It would not on a tree whose codeobject.c changed the layout.) */
 static int
 check_extra_layout(void)
@@ -328,10 +348,10 @@ check_extra_layout(void)
     if (co == NULL) {
         return -1;
     }
-    int ok = (_PyCode_SetExtra((PyObject *)co, _PyPerfTrampoline_CodeIndex, &probe) == 0
-              && (void *)_PyPerfTrampoline_Of(co) == (void *)&probe);
+    int ok = (_PyCode_SetExtra((PyObject *)co, code_index, &probe) == 0
+              && (void *)trampoline_of(co) == (void *)&probe);
     /* Not a trampoline: keep forget_code() from looking for it. */
-    (void)_PyCode_SetExtra((PyObject *)co, _PyPerfTrampoline_CodeIndex, NULL);
+    (void)_PyCode_SetExtra((PyObject *)co, code_index, NULL);
     Py_DECREF(co);
     if (!ok) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -413,7 +433,7 @@ new_trampoline(PyCodeObject *code)
         }
     }
     char *tramp = a->start + a->nused * a->slot_size;
-    if (_PyCode_SetExtra((PyObject *)code, _PyPerfTrampoline_CodeIndex, tramp) < 0) {
+    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -469,7 +489,7 @@ PyObject *
 _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
                             _PyInterpreterFrame *frame, int throwflag)
 {
-    py_trampoline tramp = _PyPerfTrampoline_Of(frame->f_code);
+    py_trampoline tramp = trampoline_of(frame->f_code);
     if (tramp == NULL) {
         return eval_frame_new_code(tstate, frame, throwflag);
     }
@@ -595,17 +615,17 @@ activate(const char *name)
     if (st == perf.active && !perf.forked) {
         return 0;
     }
-    if (_PyPerfTrampoline_CodeIndex < 0) {
+    if (code_index < 0) {
         perf.code_size = (size_t)(_Py_trampoline_func_end
                                   - _Py_trampoline_func_start);
-        _PyPerfTrampoline_CodeIndex = _PyEval_RequestCodeExtraIndex(forget_code);
-        if (_PyPerfTrampoline_CodeIndex < 0) {
+        code_index = _PyEval_RequestCodeExtraIndex(forget_code);
+        if (code_index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "no co_extra index left for stack trampolines");
             return -1;
         }
         if (check_extra_layout() < 0) {
-            _PyPerfTrampoline_CodeIndex = -1;
+            code_index = -1;
             return -1;
         }
     }

@@ -20,36 +20,6 @@ struct _PyInterpreterFrame;
 PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
 
-/* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
-typedef PyObject *(*_PyPerfTrampoline)(
-    PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag,
-    PyObject *(*eval)(PyThreadState *, struct _PyInterpreterFrame *, int));
-
-/* The co_extra index holding each code object's trampoline (-1 before
-   the first activation). */
-extern Py_ssize_t _PyPerfTrampoline_CodeIndex;
-
-/* The layout of co_extra, which Objects/codeobject.c keeps private.
-   Reading it here saves a function call on every Python call; the first
-   activation checks, once, that it is still this. */
-typedef struct {
-    Py_ssize_t ce_size;
-    void *ce_extras[1];
-} _PyPerfTrampoline_CodeExtra;
-
-/* The trampoline of `code`, or NULL if it has none yet. */
-static inline _PyPerfTrampoline
-_PyPerfTrampoline_Of(PyCodeObject *code)
-{
-    _PyPerfTrampoline_CodeExtra *extra =
-        (_PyPerfTrampoline_CodeExtra *)code->co_extra;
-    Py_ssize_t index = _PyPerfTrampoline_CodeIndex;
-    if (extra != NULL && index < extra->ce_size) {
-        return (_PyPerfTrampoline)extra->ce_extras[index];
-    }
-    return NULL;
-}
-
 /* For the call instructions of ceval.c.  PERF_TRAMPOLINE_OTHER_HOOK: a
    PEP 523 hook other than ours is installed, so calls must not be run by
    the evaluator itself (stock 3.11 behaviour).  PERF_TRAMPOLINE_HOOK: ours

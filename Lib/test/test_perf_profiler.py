@@ -54,11 +54,10 @@ def baz(n):
 """
 
 
-# The functions that call trampolines: the evaluator (for the frames its
-# call instructions push), the PEP 523 hook (for frames started from C)
-# and the hook's out-of-line first call of a code object.
-TRAMPOLINE_CALLERS = ("_PyEval_EvalFrameDefault", "_PyPerfTrampoline_EvalFrame",
-                      "eval_frame_new_code")
+# The functions that call trampolines: the PEP 523 hook (which the
+# evaluator also calls for the frames its call instructions push) and the
+# hook's out-of-line first call of a code object.
+TRAMPOLINE_CALLERS = ("_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
 
 
 def map_path(pid):
