@@ -52,6 +52,7 @@ def bar(n):
 def baz(n):
     return bar(n)
 """
+NESTED_NAMES = ("foo", "bar", "baz")
 
 
 # The functions that call trampolines: the PEP 523 hook (which the
@@ -184,6 +185,31 @@ def parse_perf_script(text):
     return samples
 
 
+def assert_python_stacks(test, samples, script, names):
+    """At least 90% of the samples taken in the first of `names` show the
+    py:: frames of all `names` in stack order (callee first), each with
+    the native function that called its trampoline right below it and an
+    evaluator frame between it and the next one."""
+    chain = [f"py::{name}:{script}" for name in names]
+    in_first = [s for s in samples if any(sym == chain[0] for sym, _ in s)]
+    test.assertGreater(len(in_first), 10, f"too few samples in {chain[0]}")
+    good = 0
+    for sample in in_first:
+        syms = [sym for sym, _ in sample]
+        try:
+            pos = [syms.index(name) for name in chain]
+        except ValueError:
+            continue
+        if pos == sorted(pos) and all(
+                syms[p + 1] in TRAMPOLINE_CALLERS
+                and "_PyEval_EvalFrameDefault" in syms[p + 1:q]
+                for p, q in zip(pos, pos[1:])):
+            good += 1
+    test.assertGreaterEqual(good, 0.9 * len(in_first),
+                            f"only {good} of {len(in_first)} samples in "
+                            f"{names[0]} show {' <- '.join(names)}")
+
+
 class PerfTestCase(unittest.TestCase):
     """Helpers that run a script under perf record and clean up after it."""
 
@@ -220,37 +246,16 @@ class PerfTestCase(unittest.TestCase):
                      "pointers (see TestPerfJit)")
 class TestPerfProfiling(PerfTestCase):
 
-    def assert_nested_frames(self, samples, script, names=("foo", "bar",
-                                                           "baz")):
-        """Samples in foo show py::foo, py::bar, py::baz in stack order."""
-        wanted = [f"py::{name}:{script}" for name in names]
-        in_foo = [s for s in samples
-                  if any(sym == wanted[0] for sym, _ in s)]
-        self.assertGreater(len(in_foo), 10,
-                           f"too few samples name {wanted[0]}")
-        good = 0
-        for sample in in_foo:
-            syms = [sym for sym, _ in sample]
-            try:
-                positions = [syms.index(w) for w in wanted]
-            except ValueError:
-                continue
-            if positions == sorted(positions):
-                good += 1
-        self.assertGreaterEqual(good, 0.9 * len(in_foo),
-                                "py:: frames missing or out of order")
-        return in_foo
-
     def test_xoption(self):
         code = NESTED + "baz(10_000_000)\n"
         _, samples, script, _ = self.record(code, "-X", "perf")
-        self.assert_nested_frames(samples, script)
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
 
     def test_environment_variable(self):
         code = NESTED + "baz(10_000_000)\n"
         _, samples, script, _ = self.record(
             code, env=env_with(PYTHONPERFSUPPORT="1"))
-        self.assert_nested_frames(samples, script)
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
 
     def test_sys_api_and_deactivate(self):
         code = NESTED + textwrap.dedent("""
@@ -274,7 +279,7 @@ class TestPerfProfiling(PerfTestCase):
             spam(10_000_000)
             """)
         _, samples, script, _ = self.record(code)
-        self.assert_nested_frames(samples, script)
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
         named = {sym for s in samples for sym, _ in s}
         for name in ("ham", "eggs", "spam"):
             self.assertNotIn(f"py::{name}:{script}", named)
@@ -436,12 +441,7 @@ class TestPerfMapFile(PerfTestCase):
     def test_foreign_file_is_refused(self):
         # A regular file with a second link (a planted hard link) is not
         # truncated or written.
-        unshare = shutil.which("unshare")
-        if unshare is None or os.geteuid() != 0:
-            self.skipTest("needs unshare and root for a pid namespace")
-        if subprocess.run([unshare, "-pf", "--mount-proc", "true"],
-                          capture_output=True).returncode != 0:
-            self.skipTest("cannot create a pid namespace here")
+        pid1 = pid_namespace_command(self)
         victim = os.path.join("/tmp", f"test_perf_victim_{os.getpid()}")
         with open(victim, "w") as f:
             f.write("precious\n")
@@ -451,8 +451,7 @@ class TestPerfMapFile(PerfTestCase):
         os.link(victim, link)
         self.addCleanup(os_helper.unlink, link)
         proc = subprocess.run(
-            [unshare, "-pf", "--mount-proc", sys.executable, "-X", "perf",
-             "-c", "print('ok')"],
+            [*pid1, sys.executable, "-X", "perf", "-c", "print('ok')"],
             capture_output=True, text=True, env=env_with())
         self.assertEqual(proc.stdout, "ok\n")
         self.assertIn("RuntimeWarning", proc.stderr)
@@ -465,7 +464,8 @@ JIT_CODE_LOAD, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE = 0, 2, 3
 JIT_CODE_UNWINDING_INFO = 4
 
 
-def uleb128(data, pos):
+def leb128(data, pos, signed=False):
+    """Decode a (u|s)leb128 at data[pos]; returns (value, next pos)."""
     result = shift = 0
     while True:
         byte = data[pos]
@@ -473,18 +473,7 @@ def uleb128(data, pos):
         result |= (byte & 0x7f) << shift
         shift += 7
         if not byte & 0x80:
-            return result, pos
-
-
-def sleb128(data, pos):
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7f) << shift
-        shift += 7
-        if not byte & 0x80:
-            if byte & 0x40:
+            if signed and byte & 0x40:
                 result -= 1 << shift
             return result, pos
 
@@ -589,10 +578,10 @@ def cfa_table(unwind, code_size):
     assert cie_id == 0 and (length + 4) % 8 == 0, (cie_id, length)
     cie_end = 4 + length
     assert unwind[8] == 1 and unwind[9:12] == b"zR\0", unwind[8:12]
-    caf, p = uleb128(unwind, 12)
-    daf, p = sleb128(unwind, p)
-    ra, p = uleb128(unwind, p)
-    alen, p = uleb128(unwind, p)
+    caf, p = leb128(unwind, 12)
+    daf, p = leb128(unwind, p, signed=True)
+    ra, p = leb128(unwind, p)
+    alen, p = leb128(unwind, p)
     assert (caf, daf, ra, alen) == (1, -8, 16, 1), (caf, daf, ra, alen)
     assert unwind[p] == 0x1b, "FDE pointers must be pcrel|sdata4"
     initial = unwind[p + 1:cie_end]
@@ -605,7 +594,7 @@ def cfa_table(unwind, code_size):
     # perf places the code right before the .eh_frame
     assert fde + 8 + pc_begin == -code_size, "FDE does not start at code"
     assert pc_range == code_size, "FDE does not cover exactly the code"
-    aug, p = uleb128(unwind, fde + 16)
+    aug, p = leb128(unwind, fde + 16)
     assert aug == 0
     instructions = unwind[p:fde + 4 + flen]
     term = fde + 4 + flen
@@ -639,7 +628,7 @@ def cfa_table(unwind, code_size):
                     rows[at] = (state["cfa"], state["rbp"])
                 loc = new
             elif op >> 6 == 2:                     # offset
-                off, i = uleb128(prog, i)
+                off, i = leb128(prog, i)
                 if op & 0x3f == 6:
                     state["rbp"] = off * 8
                 else:
@@ -648,14 +637,14 @@ def cfa_table(unwind, code_size):
                 assert op & 0x3f == 6
                 state["rbp"] = None
             elif op == 0x0c:                       # def_cfa
-                reg, i = uleb128(prog, i)
-                off, i = uleb128(prog, i)
+                reg, i = leb128(prog, i)
+                off, i = leb128(prog, i)
                 state["cfa"] = (regs[reg], off)
             elif op == 0x0d:                       # def_cfa_register
-                reg, i = uleb128(prog, i)
+                reg, i = leb128(prog, i)
                 state["cfa"] = (regs[reg], state["cfa"][1])
             elif op == 0x0e:                       # def_cfa_offset
-                off, i = uleb128(prog, i)
+                off, i = leb128(prog, i)
                 state["cfa"] = (state["cfa"][0], off)
             elif op == 0:                          # nop
                 pass
@@ -819,13 +808,20 @@ class TestJitDumpFile(unittest.TestCase):
         check_planted_symlink(self, "/tmp/jit-1.dump", "perf_jit")
 
 
-def check_planted_symlink(test, path, option):
+def pid_namespace_command(test):
+    """The command prefix that runs a program as pid 1 of a new pid
+    namespace (so that its file names are known), or skip the test."""
     unshare = shutil.which("unshare")
     if unshare is None or os.geteuid() != 0:
         test.skipTest("needs unshare and root for a pid namespace")
     if subprocess.run([unshare, "-pf", "--mount-proc", "true"],
                       capture_output=True).returncode != 0:
         test.skipTest("cannot create a pid namespace here")
+    return [unshare, "-pf", "--mount-proc"]
+
+
+def check_planted_symlink(test, path, option):
+    pid1 = pid_namespace_command(test)
     tmp = tempfile.mkdtemp()
     test.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
     victim = os.path.join(tmp, "victim")
@@ -836,7 +832,7 @@ def check_planted_symlink(test, path, option):
     os.symlink(victim, path)
     test.addCleanup(os_helper.unlink, path)
     proc = subprocess.run(
-        [unshare, "-pf", "--mount-proc", sys.executable, "-X", option,
+        [*pid1, sys.executable, "-X", option,
          "-c", "def f(): return 45\nprint('output intact'); print(f())"],
         capture_output=True, text=True, env=env_with())
     test.assertEqual(proc.returncode, 0, proc.stderr)
@@ -876,47 +872,25 @@ class TestPerfJit(PerfTestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         return script, jit, parse_perf_script(out.stdout)
 
-    def assert_full_stacks(self, samples, script,
-                           names=("foo", "bar", "baz", "<module>")):
-        chain = [f"py::{n}:{script}" for n in names]
-        in_foo = [s for s in samples if s and any(sym == chain[0]
-                                                  for sym, _ in s)]
-        self.assertGreater(len(in_foo), 10)
-        good = 0
-        for sample in in_foo:
-            syms = [sym for sym, _ in sample]
-            try:
-                pos = [syms.index(name) for name in chain]
-            except ValueError:
-                continue
-            if pos != sorted(pos):
-                continue
-            # the native frames between them are intact
-            if all(syms[p + 1] in TRAMPOLINE_CALLERS
-                   and "_PyEval_EvalFrameDefault" in syms[p + 1:q]
-                   for p, q in zip(pos, pos[1:])):
-                good += 1
-        self.assertGreaterEqual(good, 0.9 * len(in_foo),
-                                f"only {good} of {len(in_foo)} samples in "
-                                f"foo unwind to <module>")
-
     def test_xoption(self):
         script, _, samples = self.record_jit(NESTED + "baz(10_000_000)\n",
                                              "-X", "perf_jit")
-        self.assert_full_stacks(samples, script)
+        assert_python_stacks(self, samples, script,
+                             NESTED_NAMES + ("<module>",))
 
     def test_environment_variable(self):
         script, _, samples = self.record_jit(
             NESTED + "baz(10_000_000)\n",
             env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
-        self.assert_full_stacks(samples, script)
+        assert_python_stacks(self, samples, script,
+                             NESTED_NAMES + ("<module>",))
 
     def test_sys_activate(self):
         code = NESTED + ('sys.activate_stack_trampoline("perf_jit")\n'
                          "baz(10_000_000)\n")
         script, _, samples = self.record_jit(code)
         # <module> was already running when the backend was activated.
-        self.assert_full_stacks(samples, script, ("foo", "bar", "baz"))
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
 
     def test_source_lines(self):
         script, jit, _ = self.record_jit(NESTED + "baz(10_000_000)\n",
