@@ -46,7 +46,9 @@
  * Copies live in arenas of executable memory.  An arena is mapped
  * writable, filled with as many copies of the template as fit, then made
  * read+execute; it is never writable and executable at once, and handing
- * out a trampoline is just taking the next slot.  A code object finds its
+ * out a trampoline is just taking the next slot.  Slots are 16 bytes
+ * apart, or more when the active backend needs room after each
+ * trampoline (the jitdump's: 96, see Python/perf_jit_trampoline.c).  A code object finds its
  * trampoline through its co_extra slot (one index requested from the
  * interpreter).  Trampolines are never reused: a later owner of the same
  * addresses would be misnamed in samples taken before.  Each slot
