@@ -141,6 +141,7 @@ struct _PyPerfFile {
     int fd;                       /* -1 when closed */
     long pid;                     /* the pid in the file name */
     char path[64];
+    off_t written;                /* bytes of whole records in the file */
     size_t used;                  /* bytes waiting in buf */
     char buf[FILE_BUFSIZE];
 };
@@ -166,6 +167,9 @@ write_all(int fd, const char *data, size_t size)
     return 0;
 }
 
+/* Write out the buffered records.  If that fails part-way (a full disk),
+   cut the file back to the records written before, so that it never ends
+   in a partial record. */
 static int
 file_flush(_PyPerfFile *file)
 {
@@ -173,6 +177,14 @@ file_flush(_PyPerfFile *file)
         return 0;
     }
     int rc = write_all(file->fd, file->buf, file->used);
+    if (rc < 0) {
+        int saved = errno;
+        (void)ftruncate(file->fd, file->written);
+        errno = saved;
+    }
+    else {
+        file->written += (off_t)file->used;
+    }
     file->used = 0;
     return rc;
 }
@@ -187,6 +199,7 @@ file_open(_PyPerfFile *file, const char *path_format)
 {
     file->pid = (long)getpid();
     file->used = 0;
+    file->written = 0;
     PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
     int fd = open(file->path,
                   O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,

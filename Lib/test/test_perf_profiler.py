@@ -458,6 +458,38 @@ class TestPerfMapFile(PerfTestCase):
         with open(victim) as f:
             self.assertEqual(f.read(), "precious\n")
 
+    def test_write_failure_keeps_whole_lines(self):
+        # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
+        # makes writes fail part-way as a full disk does: the program runs
+        # on, a warning says why, and the map holds whole lines only.
+        import resource
+        source = textwrap.dedent("""\
+            import os
+            print("PID", os.getpid(), flush=True)
+            ns = {}
+            exec("\\n".join(f"def f{i}(): return {i}" for i in range(2000)),
+                 ns)
+            print(sum(ns[f"f{i}"]() for i in range(2000)))
+            """)
+        script = make_script(self.tmp, "many", source)
+        limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
+                                           (4000, 4000))
+        proc = subprocess.run([sys.executable, "-X", "perf", script],
+                              capture_output=True, text=True,
+                              env=env_with(), preexec_fn=limit)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.split()[-1], str(sum(range(2000))))
+        self.assertIn("RuntimeWarning: perf trampoline: cannot write",
+                      proc.stderr)
+        with open(map_path(pid)) as f:
+            text = f.read()
+        self.assertTrue(text.endswith("\n"), "partial last line")
+        self.assertLessEqual(len(text), 4000)
+        for line in text.splitlines():
+            self.assertRegex(line, MAP_LINE)
+
 # ---- A strict reader of /tmp/jit-PID.dump ----------------------------------
 
 JIT_CODE_LOAD, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE = 0, 2, 3
