@@ -408,19 +408,57 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
     return 0;
 }
 
-/* Describe every live trampoline the backend has not seen yet. */
+/* Give `code` the next free trampoline, spaced as backend `st` needs
+   (an arena made for a backend that needed less room is left as it is),
+   and make it the code object's.  NULL if that cannot be done. */
+static char *
+assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
+{
+    arena *a = perf.arenas;
+    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size) {
+        a = arena_new(st->slot_size);
+        if (a == NULL) {
+            return NULL;
+        }
+    }
+    char *tramp = a->start + a->nused * a->slot_size;
+    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    slot_info *info = &a->info[a->nused++];
+    info->code = code;
+    *info_p = info;
+    return tramp;
+}
+
+/* Describe every live trampoline the backend has not seen yet.  One that
+   sits closer to its neighbours than this backend needs (made for another
+   one) is replaced: its code object gets a new trampoline for its next
+   calls, and frames running in the old one finish there, unnamed. */
 static int
 describe_all(backend_state *st)
 {
     int bit = (int)(st - perf.backends);
+    /* Arenas that assign_slot() adds go in front of this one. */
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
             slot_info *info = &a->info[i];
-            if (info->code != NULL && !(info->described & (1 << bit))) {
-                if (describe(st, a->start + i * a->slot_size, info,
-                             bit) < 0) {
-                    return -1;
+            char *tramp = a->start + i * a->slot_size;
+            if (info->code == NULL || (info->described & (1 << bit))) {
+                continue;
+            }
+            if (a->slot_size < st->slot_size) {
+                slot_info *moved;
+                char *new_tramp = assign_slot(st, info->code, &moved);
+                if (new_tramp != NULL) {
+                    info->code = NULL;
+                    info = moved;
+                    tramp = new_tramp;
                 }
+            }
+            if (describe(st, tramp, info, bit) < 0) {
+                return -1;
             }
         }
     }
@@ -437,23 +475,12 @@ new_trampoline(PyCodeObject *code)
             return NULL;
         }
     }
-    /* The active backend may need room after each trampoline; an arena
-       made for another backend with less room is left as it is. */
     backend_state *st = perf.active;
-    arena *a = perf.arenas;
-    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size) {
-        a = arena_new(st->slot_size);
-        if (a == NULL) {
-            return NULL;
-        }
-    }
-    char *tramp = a->start + a->nused * a->slot_size;
-    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
-        PyErr_Clear();
+    slot_info *info;
+    char *tramp = assign_slot(st, code, &info);
+    if (tramp == NULL) {
         return NULL;
     }
-    slot_info *info = &a->info[a->nused++];
-    info->code = code;
     if (describe(st, tramp, info, (int)(st - perf.backends)) < 0
         || file_flush(st->file) < 0)
     {

@@ -821,7 +821,14 @@ class TestJitDumpFile(unittest.TestCase):
                 return 3
             sys.activate_stack_trampoline("perf")
             under_perf()
+            # more trampolines made 16 bytes apart, too close for the
+            # jitdump: switching gives them new ones, properly spaced
+            helpers = [eval(f"lambda: {i}") for i in range(5)]
+            for h in helpers:
+                h()
             sys.activate_stack_trampoline("perf_jit")
+            for h in helpers:
+                h()
             under_jit(); under_perf()
             sys.deactivate_stack_trampoline()
             sys.activate_stack_trampoline("perf")
