@@ -25,13 +25,14 @@
 #if defined(__x86_64__)
 
 /*
- *  offset  instruction          CFA        return address   saved %rbp
+ *  offset (e = 4 with CET, else 0)
+ *          instruction          CFA        return address   saved %rbp
  *  0       endbr64 (with CET)   %rsp+8     CFA-8            (in %rbp)
- *  +0      push %rbp            %rsp+8     CFA-8            (in %rbp)
- *  +1      mov %rsp, %rbp       %rsp+16    CFA-8            CFA-16
- *  +4      call *%rcx           %rbp+16    CFA-8            CFA-16
- *  +6      pop %rbp             %rbp+16    CFA-8            CFA-16
- *  +7      ret                  %rsp+8     CFA-8            (in %rbp)
+ *  e       push %rbp            %rsp+8     CFA-8            (in %rbp)
+ *  e+1     mov %rsp, %rbp       %rsp+16    CFA-8            CFA-16
+ *  e+4     call *%rcx           %rbp+16    CFA-8            CFA-16
+ *  e+6     pop %rbp             %rbp+16    CFA-8            CFA-16
+ *  e+7     ret                  %rsp+8     CFA-8            (in %rbp)
  *
  * On entry %rsp is 8 mod 16; the push makes it 0 mod 16 again, as the
  * System V ABI wants it at the call.
