@@ -59,10 +59,6 @@
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>
 
-/* Python/asm_trampoline.S */
-extern char _Py_trampoline_func_start[];
-extern char _Py_trampoline_func_end[];
-
 #define JITDUMP_MAGIC 0x4A695444      /* "JiTD" as a little-endian u32 */
 #define JITDUMP_VERSION 1
 #define ELF_MACHINE_X86_64 62
@@ -134,7 +130,6 @@ static struct {
     void *marker;                 /* the mapping perf inject looks for */
     size_t marker_size;
     uint64_t code_index;
-    size_t code_size;             /* bytes of the template */
     unsigned char unwind[128];    /* .eh_frame then .eh_frame_hdr */
     size_t unwind_size;
     size_t eh_frame_hdr_size;
@@ -249,7 +244,6 @@ build_unwind_info(void)
         errno = ENOEXEC;
         return -1;
     }
-    jit.code_size = size;
 
     bytes_writer w = {jit.unwind, 0, sizeof(jit.unwind)};
 
@@ -379,7 +373,7 @@ put(unsigned char **p, const void *data, size_t size)
 }
 
 static int
-jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
+jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
                 PyCodeObject *co)
 {
     char name[_PyPerf_NAME_MAX + 1];
@@ -413,12 +407,12 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
     };
     jit_code_load cl = {
         .rec = {JIT_CODE_LOAD,
-                (uint32_t)(sizeof(cl) + name_len + jit.code_size), now},
+                (uint32_t)(sizeof(cl) + name_len + size), now},
         .pid = jit.pid,
         .tid = thread_id(),
         .vma = addr,
         .code_addr = addr,
-        .code_size = jit.code_size,
+        .code_size = size,
         .code_index = jit.code_index,
     };
 
@@ -433,7 +427,7 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
     put(&p, &di, sizeof(di));
     for (int i = 0; i < 2; i++) {
         jit_debug_entry de = {
-            .code_addr = i == 0 ? addr : addr + jit.code_size,
+            .code_addr = i == 0 ? addr : addr + size,
             .line = (uint32_t)co->co_firstlineno,
             .discrim = 0,
         };
@@ -444,7 +438,7 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t Py_UNUSED(size),
     put(&p, jit.unwind, jit.unwind_size);
     put(&p, &cl, sizeof(cl));
     put(&p, name, name_len);
-    put(&p, code, jit.code_size);
+    put(&p, code, size);
     assert((size_t)(p - start) == total);
     _PyPerfFile_Commit(file, total);
     jit.code_index++;

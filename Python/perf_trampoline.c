@@ -48,9 +48,9 @@
  * read+execute; it is never writable and executable at once, and handing
  * out a trampoline is just taking the next slot.  Slots are 16 bytes
  * apart, or more when the active backend needs room after each
- * trampoline (the jitdump's: 96, see Python/perf_jit_trampoline.c).  A code object finds its
- * trampoline through its co_extra slot (one index requested from the
- * interpreter).  Trampolines are never reused: a later owner of the same
+ * trampoline (the jitdump's: 96, see Python/perf_jit_trampoline.c).  A
+ * code object finds its trampoline through its co_extra slot (one index
+ * requested from the interpreter).  Trampolines are never reused: a later owner of the same
  * addresses would be misnamed in samples taken before.  Each slot
  * remembers its code object (forgotten when the code object dies) and
  * which backends have been told about it, so that switching backends or
@@ -121,10 +121,6 @@ trampoline_of(PyCodeObject *code)
     }
     return NULL;
 }
-
-/* Python/asm_trampoline.S */
-extern char _Py_trampoline_func_start[];
-extern char _Py_trampoline_func_end[];
 
 #define NBACKENDS 2
 /* Arenas start at one page (enough for start-up) and double up to 64 KiB,
@@ -465,7 +461,7 @@ describe_all(backend_state *st)
     return 0;
 }
 
-static Py_NO_INLINE py_trampoline
+static py_trampoline
 new_trampoline(PyCodeObject *code)
 {
     if (perf.forked) {
@@ -739,22 +735,6 @@ _PyPerfTrampoline_Fini(void)
     /* The arenas stay mapped: a daemon thread may still be inside one. */
 }
 
-int
-_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
-{
-    if (file->used + size > sizeof(file->buf)) {
-        if (file_flush(file) < 0) {
-            return -1;
-        }
-        if (size > sizeof(file->buf)) {
-            return write_all(file->fd, data, size);
-        }
-    }
-    memcpy(file->buf + file->used, data, size);
-    file->used += size;
-    return 0;
-}
-
 void *
 _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
 {
@@ -773,6 +753,18 @@ _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
     assert(file->used + size <= sizeof(file->buf));
     file->used += size;
+}
+
+int
+_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
+{
+    void *room = _PyPerfFile_Reserve(file, size);
+    if (room == NULL) {
+        return -1;
+    }
+    memcpy(room, data, size);
+    _PyPerfFile_Commit(file, size);
+    return 0;
 }
 
 int
@@ -887,11 +879,12 @@ perf_map_init(_PyPerfFile *Py_UNUSED(file))
 static char *
 put_hex(char *p, uint64_t value)
 {
+    static const char digits[] = "0123456789abcdef";
     static char pairs[512];
     if (pairs[0] == 0) {
         for (int b = 0; b < 256; b++) {
-            pairs[2 * b] = "0123456789abcdef"[b >> 4];
-            pairs[2 * b + 1] = "0123456789abcdef"[b & 15];
+            pairs[2 * b] = digits[b >> 4];
+            pairs[2 * b + 1] = digits[b & 15];
         }
     }
     int ndigits = value == 0 ? 1 : (64 - __builtin_clzll(value) + 3) / 4;
@@ -902,7 +895,7 @@ put_hex(char *p, uint64_t value)
         value >>= 8;
     }
     if (q > p) {
-        *p = "0123456789abcdef"[value & 15];
+        *p = digits[value & 15];
     }
     return p + ndigits;
 }

@@ -56,7 +56,13 @@ extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 
    A backend describes one file format.  The shared machinery owns the
    file (safe creation, buffering, fork handling); the backend only turns
-   events into bytes and hands them to _PyPerfFile_Append(). */
+   events into bytes and hands them to _PyPerfFile_Append() or
+   _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
+
+/* The trampoline template, Python/asm_trampoline.S: every trampoline is a
+   copy of the bytes between these two symbols. */
+extern char _Py_trampoline_func_start[];
+extern char _Py_trampoline_func_end[];
 
 typedef struct _PyPerfFile _PyPerfFile;
 
@@ -84,8 +90,9 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
-/* Append one whole record.  Records are never split between writes, so a
-   killed process leaves a file of complete records.  0 or -1 (errno). */
+/* Append one whole record (at most the buffer's size, 64 KiB).  Records
+   are never split between writes, so a killed process leaves a file of
+   complete records.  0 or -1 (errno). */
 extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
                               size_t size);
 /* Or assemble a record in place: Reserve returns room for up to `size`
