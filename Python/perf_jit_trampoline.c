@@ -135,13 +135,16 @@ static struct {
     size_t eh_frame_hdr_size;
 } jit;
 
-/* The kernel's id of the calling thread, asked for once per thread. */
+/* The kernel's id of the calling thread, asked for once per thread and
+   process: the thread that forks keeps its cache in the child, where its
+   id is a new one (jit.pid is reset by jit_init() in the child). */
 static uint32_t
 thread_id(void)
 {
-    static _Thread_local uint32_t tid;
-    if (tid == 0) {
+    static _Thread_local uint32_t tid, tid_pid;
+    if (tid_pid != jit.pid) {
         tid = (uint32_t)syscall(SYS_gettid);
+        tid_pid = jit.pid;
     }
     return tid;
 }

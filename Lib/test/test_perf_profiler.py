@@ -543,7 +543,7 @@ def read_jitdump(path, pid):
             assert len(code) == csize, "code size and record size disagree"
             assert rpid == pid and vma == addr, (rpid, vma, addr)
             rec = dict(addr=addr, size=csize, index=index, name=name,
-                       code=code)
+                       code=code, pid=rpid, tid=tid)
         elif rid == JIT_CODE_DEBUG_INFO:
             addr, nr = struct.unpack_from("<QQ", body, 0)
             entries, p = [], 16
@@ -842,6 +842,38 @@ class TestJitDumpFile(unittest.TestCase):
             self.assertIn(f"py::{name}:<string>", mapped)
         self.check_dump(pid, ["py::under_perf:<string>",
                               "py::under_jit:<string>"])
+
+    def test_fork_child_records_its_own_ids(self):
+        proc, pid = self.run_jit("""
+            import os
+            print("PID", os.getpid(), flush=True)
+            def in_parent():
+                return 1
+            def in_child():
+                return 2
+            in_parent()
+            r, w = os.pipe()
+            child = os.fork()
+            if child == 0:
+                in_child()
+                os.write(w, str(os.getpid()).encode())
+                os._exit(0)
+            os.close(w)
+            print("CHILD", int(os.read(r, 100)), flush=True)
+            os.waitpid(child, 0)
+            """, "-X", "perf_jit")
+        child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
+        self.addCleanup(remove_jit_files, child)
+        # The child's dump is strictly valid too (no CLOSE: os._exit) and
+        # its code loads carry the child's pid and thread id, not the
+        # parent's (the forking thread's id changes in the child).
+        records = read_jitdump(f"/tmp/jit-{child}.dump", child)
+        loads = {r["name"]: r for rid, r in records if rid == JIT_CODE_LOAD}
+        self.assertIn("py::in_child:<string>", loads)
+        self.assertIn("py::in_parent:<string>", loads)
+        for rec in loads.values():
+            self.assertEqual((rec["pid"], rec["tid"]), (child, child))
+        self.check_dump(pid, ["py::in_parent:<string>"])
 
     def test_planted_symlink_is_not_followed(self):
         check_planted_symlink(self, "/tmp/jit-1.dump", "perf_jit")
