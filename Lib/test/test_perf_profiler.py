@@ -54,6 +54,27 @@ def baz(n):
 """
 NESTED_NAMES = ("foo", "bar", "baz")
 
+# A parent that calls in_parent(), forks, and a child that calls in_child()
+# and leaves through os._exit(); prints the child's pid.
+FORK_SOURCE = """\
+import os
+print("PID", os.getpid(), flush=True)
+def in_parent():
+    return 1
+def in_child():
+    return 2
+in_parent()
+r, w = os.pipe()
+child = os.fork()
+if child == 0:
+    in_child()
+    os.write(w, str(os.getpid()).encode())
+    os._exit(0)
+os.close(w)
+print("CHILD", int(os.read(r, 100)), flush=True)
+os.waitpid(child, 0)
+"""
+
 
 # The functions that call trampolines: the PEP 523 hook (which the
 # evaluator also calls for the frames its call instructions push) and the
@@ -404,26 +425,8 @@ class TestPerfMapFile(PerfTestCase):
         self.assertFalse(os.path.exists(map_path(pid)))
 
     def test_fork_child_gets_its_own_map(self):
-        source = textwrap.dedent("""\
-            import os, sys
-            print("PID", os.getpid(), flush=True)
-            def in_parent():
-                return 1
-            def in_child():
-                return 2
-            in_parent()
-            r, w = os.pipe()
-            pid = os.fork()
-            if pid == 0:
-                in_child()
-                os.write(w, str(os.getpid()).encode())
-                os._exit(0)
-            os.close(w)
-            child = int(os.read(r, 100))
-            os.waitpid(pid, 0)
-            print("CHILD", child, flush=True)
-            """)
-        proc, pid, script = self.run_map_script("-X", "perf", source=source)
+        proc, pid, script = self.run_map_script("-X", "perf",
+                                                source=FORK_SOURCE)
         child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
         self.forget_pid(child)
         parent_names = {l.split(" ", 2)[2] for l in self.read_map(pid)}
@@ -844,24 +847,7 @@ class TestJitDumpFile(unittest.TestCase):
                               "py::under_jit:<string>"])
 
     def test_fork_child_records_its_own_ids(self):
-        proc, pid = self.run_jit("""
-            import os
-            print("PID", os.getpid(), flush=True)
-            def in_parent():
-                return 1
-            def in_child():
-                return 2
-            in_parent()
-            r, w = os.pipe()
-            child = os.fork()
-            if child == 0:
-                in_child()
-                os.write(w, str(os.getpid()).encode())
-                os._exit(0)
-            os.close(w)
-            print("CHILD", int(os.read(r, 100)), flush=True)
-            os.waitpid(child, 0)
-            """, "-X", "perf_jit")
+        proc, pid = self.run_jit(FORK_SOURCE, "-X", "perf_jit")
         child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
         self.addCleanup(remove_jit_files, child)
         # The child's dump is strictly valid too (no CLOSE: os._exit) and
