@@ -23,7 +23,7 @@
  *         JIT_CODE_LOAD            name "py::qualname:filename", code bytes
  *     JIT_CODE_CLOSE at normal exit
  *
- * Creating, buffering and forking the file are the shared machinery's
+ * Creating, writing and forking the file are the shared machinery's
  * (Python/perf_trampoline.c); this backend only produces bytes.
  *
  * The unwind table
@@ -419,8 +419,8 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
         .code_index = jit.code_index,
     };
 
-    /* The three records, in the order perf needs them, assembled in place
-       in the file's buffer. */
+    /* The three records, in the order perf needs them, assembled as one
+       append. */
     size_t total = di.rec.total_size + ui.rec.total_size + cl.rec.total_size;
     unsigned char *start = _PyPerfFile_Reserve(file, total);
     if (start == NULL) {

@@ -62,14 +62,16 @@
  * into one file format: the perf map here, the jitdump in
  * Python/perf_jit_trampoline.c.  This file owns everything else about the
  * files: /tmp/<name>-<pid>.<ext> is created 0600 without following
- * symlinks, refused unless it is a regular file of ours with one link, and
- * written through one buffer that only ever holds whole records.  A new
- * trampoline's record goes out in a single write() as soon as it is
- * complete; re-describing many trampolines at once (after switching
- * backends or forking) goes out in buffer-sized writes.  A killed process,
- * or a child leaving through os._exit(), thus leaves a file of complete
- * records that names every trampoline it ran.  After fork() the child
- * drops the parent's descriptor and starts files named for its own pid.
+ * symlinks, and refused unless it is a regular file of ours with one link.
+ * Records go into the file through a shared mapping of it, so describing
+ * a new trampoline costs no system call: the file is allocated up to
+ * 64 KiB ahead of its records, on disk (posix_fallocate) so that a full
+ * disk is an error and not a SIGBUS, and each record is stored with its
+ * first bytes last.  A killed process, or a child leaving through os._exit(), thus
+ * leaves a file of whole records, naming every trampoline it ran,
+ * followed by zeros that perf reads as the end; at a normal exit the file
+ * is cut to its records.  After fork() the child drops the parent's
+ * descriptor and mapping and starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Everything here runs with the GIL
@@ -128,7 +130,13 @@ trampoline_of(PyCodeObject *code)
 #define ARENA_MIN_SIZE (4 * 1024)
 #define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
-#define FILE_BUFSIZE (64 * 1024)
+/* A record is assembled in a private buffer of RECORD_MAX bytes, then
+   copied into a shared mapping of the file, a window of WINDOW_SIZE bytes
+   that moves along as the file grows. */
+#define RECORD_MAX (16 * 1024)
+#define WINDOW_SIZE (64 * 1024)
+/* The bytes of a record that are stored last, see _PyPerfFile_Commit(). */
+#define RECORD_HEAD 8
 
 
 /* ---- Files -------------------------------------------------------------- */
@@ -138,51 +146,51 @@ struct _PyPerfFile {
     long pid;                     /* the pid in the file name */
     char path[64];
     off_t written;                /* bytes of whole records in the file */
-    size_t used;                  /* bytes waiting in buf */
-    char buf[FILE_BUFSIZE];
+    char *window;                 /* MAP_SHARED view of the file, or NULL */
+    off_t window_at;              /* file offset of window[0] */
+    char stage[RECORD_MAX];       /* the record being assembled */
 };
 
-static int
-write_all(int fd, const char *data, size_t size)
+static void
+file_unmap(_PyPerfFile *file)
 {
-    while (size > 0) {
-        ssize_t n = write(fd, data, size);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -1;
-        }
-        if (n == 0) {
-            errno = ENOSPC;
-            return -1;
-        }
-        data += n;
-        size -= (size_t)n;
+    if (file->window != NULL) {
+        munmap(file->window, WINDOW_SIZE);
+        file->window = NULL;
     }
-    return 0;
 }
 
-/* Write out the buffered records.  If that fails part-way (a full disk),
-   cut the file back to the records written before, so that it never ends
-   in a partial record. */
+/* Map the stretch of the file from the end of the last record on, room
+   for at least one more record (WINDOW_SIZE > RECORD_MAX + a page).  It
+   is allocated on disk first: storing into a shared mapping of a file
+   that has no room raises SIGBUS, while posix_fallocate() reports a full
+   disk (or a file size limit) as an error. */
 static int
-file_flush(_PyPerfFile *file)
+file_move_window(_PyPerfFile *file)
 {
-    if (file->fd < 0 || file->used == 0) {
-        return 0;
+    static long page_size;
+    if (page_size == 0) {
+        page_size = sysconf(_SC_PAGESIZE);
     }
-    int rc = write_all(file->fd, file->buf, file->used);
-    if (rc < 0) {
-        int saved = errno;
+    off_t at = file->written & ~(off_t)(page_size - 1);
+    int rc = posix_fallocate(file->fd, at, WINDOW_SIZE);
+    if (rc != 0) {
+        /* Give back what a partial allocation took; the old window may
+           now reach past the end of the file. */
+        file_unmap(file);
         (void)ftruncate(file->fd, file->written);
-        errno = saved;
+        errno = rc;
+        return -1;
     }
-    else {
-        file->written += (off_t)file->used;
+    char *window = mmap(NULL, WINDOW_SIZE, PROT_READ | PROT_WRITE,
+                        MAP_SHARED, file->fd, at);
+    if (window == MAP_FAILED) {
+        return -1;
     }
-    file->used = 0;
-    return rc;
+    file_unmap(file);
+    file->window = window;
+    file->window_at = at;
+    return 0;
 }
 
 /* Create the file for this process.  The name is predictable and /tmp is
@@ -194,8 +202,8 @@ static int
 file_open(_PyPerfFile *file, const char *path_format)
 {
     file->pid = (long)getpid();
-    file->used = 0;
     file->written = 0;
+    file->window = NULL;
     PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
     int fd = open(file->path,
                   O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
@@ -223,14 +231,26 @@ fail:;
     return -1;
 }
 
+/* Let go of the file without touching it: in the child of fork(), the
+   descriptor and the mapping are the parent's. */
 static void
-file_close(_PyPerfFile *file)
+file_drop(_PyPerfFile *file)
 {
+    file_unmap(file);
     if (file->fd >= 0) {
         close(file->fd);
         file->fd = -1;
     }
-    file->used = 0;
+}
+
+/* Cut off the allocated room after the last record, and close. */
+static void
+file_close(_PyPerfFile *file)
+{
+    if (file->fd >= 0) {
+        (void)ftruncate(file->fd, file->written);
+    }
+    file_drop(file);
 }
 
 
@@ -477,9 +497,7 @@ new_trampoline(PyCodeObject *code)
     if (tramp == NULL) {
         return NULL;
     }
-    if (describe(st, tramp, info, (int)(st - perf.backends)) < 0
-        || file_flush(st->file) < 0)
-    {
+    if (describe(st, tramp, info, (int)(st - perf.backends)) < 0) {
         warn_file_error("write", st);
         deactivate();
     }
@@ -537,16 +555,16 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 /* ---- Activation ------------------------------------------------------------ */
 
-/* In the child of fork(): the descriptors and buffered records belong
-   to the parent's files.  Drop them (close() is async-signal-safe) so
-   that nothing of the child's can reach the parent's files; the rest
-   waits for _PyPerfTrampoline_AfterForkChild() or the next trampoline. */
+/* In the child of fork(): the descriptors and mappings belong to the
+   parent's files.  Drop them (munmap() and close() only) so that nothing
+   of the child's can reach the parent's files; the rest waits for
+   _PyPerfTrampoline_AfterForkChild() or the next trampoline. */
 static void
 atfork_child(void)
 {
     for (int i = 0; i < NBACKENDS; i++) {
         if (perf.backends[i].file != NULL) {
-            file_close(perf.backends[i].file);
+            file_drop(perf.backends[i].file);
         }
     }
     perf.forked = 1;
@@ -594,7 +612,7 @@ open_backend(backend_state *st)
     if (file_open(st->file, st->backend->path_format) < 0) {
         return -1;
     }
-    if (st->backend->init(st->file) < 0 || file_flush(st->file) < 0) {
+    if (st->backend->init(st->file) < 0) {
         int saved = errno;
         file_close(st->file);
         errno = saved;
@@ -615,13 +633,7 @@ deactivate(void)
     if (interp->eval_frame == _PyPerfTrampoline_EvalFrame) {
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
-    backend_state *st = perf.active;
     perf.active = NULL;
-    if (file_flush(st->file) < 0) {
-        perf.active = st;               /* for the warning's wording */
-        warn_file_error("write", st);
-        perf.active = NULL;
-    }
 }
 
 /* Turn `name` on.  Returns 0 when active, 1 when the file could not be
@@ -685,7 +697,7 @@ activate(const char *name)
         warn_file_error("create", st);
         return 1;
     }
-    if (describe_all(st) < 0 || file_flush(st->file) < 0) {
+    if (describe_all(st) < 0) {
         warn_file_error("write", st);
         file_close(st->file);
         return 1;
@@ -727,7 +739,6 @@ _PyPerfTrampoline_Fini(void)
         backend_state *st = &perf.backends[i];
         if (st->file != NULL && st->file->fd >= 0) {
             st->backend->fini(st->file);
-            (void)file_flush(st->file);
             file_close(st->file);
         }
     }
@@ -738,21 +749,33 @@ _PyPerfTrampoline_Fini(void)
 void *
 _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
 {
-    if (size > sizeof(file->buf)) {
+    if (size > RECORD_MAX) {
         errno = EMSGSIZE;
         return NULL;
     }
-    if (file->used + size > sizeof(file->buf) && file_flush(file) < 0) {
+    if ((file->window == NULL
+         || file->written + (off_t)size > file->window_at + WINDOW_SIZE)
+        && file_move_window(file) < 0)
+    {
         return NULL;
     }
-    return file->buf + file->used;
+    return file->stage;
 }
 
+/* Copy the record into the file.  Its first RECORD_HEAD bytes go last:
+   until then the file reads as zeros from the record on, and a process
+   killed in between leaves whole records followed by zeros (a zero
+   header ends a jitdump for perf; a map line that starts with NUL names
+   nothing). */
 void
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
-    assert(file->used + size <= sizeof(file->buf));
-    file->used += size;
+    assert(size >= RECORD_HEAD && size <= RECORD_MAX);
+    char *dst = file->window + (file->written - file->window_at);
+    memcpy(dst + RECORD_HEAD, file->stage + RECORD_HEAD, size - RECORD_HEAD);
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);
+    memcpy(dst, file->stage, RECORD_HEAD);
+    file->written += (off_t)size;
 }
 
 int
@@ -901,8 +924,8 @@ put_hex(char *p, uint64_t value)
 }
 
 /* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
-   without 0x, assembled in place in the file's buffer (no printf, no
-   copy: this runs for every new code object). */
+   without 0x, assembled in place (no printf: this runs for every new
+   code object). */
 static int
 perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
                      PyCodeObject *co)

@@ -55,7 +55,7 @@ extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 /* ---- Backends ------------------------------------------------------------
 
    A backend describes one file format.  The shared machinery owns the
-   file (safe creation, buffering, fork handling); the backend only turns
+   file (safe creation, writing, fork handling); the backend only turns
    events into bytes and hands them to _PyPerfFile_Append() or
    _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
 
@@ -90,14 +90,15 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
-/* Append one whole record (at most the buffer's size, 64 KiB).  Records
-   are never split between writes, so a killed process leaves a file of
-   complete records.  0 or -1 (errno). */
+/* Append one whole record of at most 16 KiB.  The record reaches the
+   file at once, through a shared mapping (no system call), its first
+   8 bytes last: a killed process leaves a file of whole records followed
+   by zeros.  0 or -1 (errno). */
 extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
                               size_t size);
 /* Or assemble a record in place: Reserve returns room for up to `size`
-   bytes at the end of the buffer (NULL and errno on failure), Commit
-   appends the `size` bytes written there. */
+   bytes (NULL and errno on failure), Commit appends the `size` bytes
+   written there. */
 extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
 extern void _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);

@@ -11,6 +11,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -53,6 +54,13 @@ def baz(n):
     return bar(n)
 """
 NESTED_NAMES = ("foo", "bar", "baz")
+
+# Ends NESTED after the work, the hard way.
+KILL_ITSELF = """\
+baz(10_000_000)
+import signal
+os.kill(os.getpid(), signal.SIGKILL)
+"""
 
 # A parent that calls in_parent(), forks, and a child that calls in_child()
 # and leaves through os._exit(); prints the child's pid.
@@ -108,24 +116,37 @@ def env_with(**extra):
     return env
 
 
+# perf copies every binary a run involves into its build-id cache
+# (~/.debug), the jitted-*.so files of `perf inject --jit` included: the
+# tests' perf runs get a cache of their own, removed with the module.
+BUILDID_DIR = tempfile.mkdtemp(prefix="test_perf_buildid_")
+
+
+def tearDownModule():
+    shutil.rmtree(BUILDID_DIR, ignore_errors=True)
+
+
+def perf_command(*args):
+    return ["perf", "--buildid-dir", BUILDID_DIR, *args]
+
+
 def _perf_can_sample():
     """Probe: perf exists and `perf record` samples a process here."""
-    perf = shutil.which("perf")
-    if perf is None:
+    if shutil.which("perf") is None:
         return "perf is not installed"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "probe.data")
         try:
             proc = subprocess.run(
-                [perf, "record", "-F", "999", "-g", "-o", out, "--",
-                 sys.executable, "-c", "sum(range(3_000_000))"],
+                perf_command("record", "-F", "999", "-g", "-o", out, "--",
+                             sys.executable, "-c", "sum(range(3_000_000))"),
                 capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"perf record failed: {exc}"
         if proc.returncode != 0 or not os.path.exists(out):
             return ("perf record cannot sample here: "
                     + proc.stderr.decode(errors="replace")[-300:])
-        script = subprocess.run([perf, "script", "-i", out],
+        script = subprocess.run(perf_command("script", "-i", out),
                                 capture_output=True, timeout=120)
         if script.returncode != 0 or not script.stdout.strip():
             return "perf script shows no samples"
@@ -145,16 +166,17 @@ def _perf_inject_jit_works():
         code = ("import os; print('PID', os.getpid(), flush=True)\n"
                 "def f():\n    return sum(range(3_000_000))\nf()\n")
         rec = subprocess.run(
-            ["perf", "record", "-F", "999", "-k", "1", "--call-graph",
-             "dwarf", "-o", data, "--", sys.executable, "-X", "perf_jit",
-             "-c", code], capture_output=True, text=True, timeout=120)
+            perf_command("record", "-F", "999", "-k", "1", "--call-graph",
+                         "dwarf", "-o", data, "--", sys.executable, "-X",
+                         "perf_jit", "-c", code),
+            capture_output=True, text=True, timeout=120)
         pid = re.search(r"PID (\d+)", rec.stdout)
         try:
             if rec.returncode != 0 or pid is None:
                 return "perf record --call-graph dwarf -k 1 fails here"
-            inj = subprocess.run(["perf", "inject", "-i", data, "--jit",
-                                  "-o", jit], capture_output=True,
-                                 timeout=120)
+            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                              "-o", jit),
+                                 capture_output=True, timeout=120)
             if inj.returncode != 0:
                 return "perf inject --jit fails here"
             if not glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so"):
@@ -241,20 +263,22 @@ class PerfTestCase(unittest.TestCase):
     def forget_pid(self, pid):
         self.addCleanup(os_helper.unlink, map_path(pid))
 
-    def record(self, source, *python_args, env=None, callgraph=("-g",)):
+    def record(self, source, *python_args, env=None, callgraph=("-g",),
+               returncode=0):
         """perf record a script; returns (script stdout, parsed samples)."""
         script = make_script(self.tmp, "perf_script", source)
         data = os.path.join(self.tmp, "perf.data")
         self.addCleanup(os_helper.unlink, data)
-        cmd = ["perf", "record", "-F", "999", *callgraph, "-o", data, "--",
-               sys.executable, *python_args, script]
+        cmd = perf_command("record", "-F", "999", *callgraph, "-o", data,
+                           "--", sys.executable, *python_args, script)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               env=env if env is not None else env_with(),
                               timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+        # (perf record ends the way the program did)
+        self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
         self.forget_pid(pid)
-        report = subprocess.run(["perf", "script", "-i", data],
+        report = subprocess.run(perf_command("script", "-i", data),
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr)
         return proc.stdout, parse_perf_script(report.stdout), script, pid
@@ -277,6 +301,15 @@ class TestPerfProfiling(PerfTestCase):
         _, samples, script, _ = self.record(
             code, env=env_with(PYTHONPERFSUPPORT="1"))
         assert_python_stacks(self, samples, script, NESTED_NAMES)
+
+    def test_killed_process_is_named(self):
+        # No exit handler runs: the map has all it needs as soon as a
+        # trampoline is handed out, whatever the process dies of.
+        code = NESTED + KILL_ITSELF
+        _, samples, script, pid = self.record(code, "-X", "perf",
+                                              returncode=-signal.SIGKILL)
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
+        read_map_file(map_path(pid), exited_normally=False)
 
     def test_sys_api_and_deactivate(self):
         code = NESTED + textwrap.dedent("""
@@ -378,9 +411,8 @@ class TestPerfMapFile(PerfTestCase):
         self.forget_pid(pid)
         return proc, pid, script
 
-    def read_map(self, pid):
-        with open(map_path(pid)) as f:
-            return f.read().splitlines()
+    def read_map(self, pid, exited_normally=True):
+        return read_map_file(map_path(pid), exited_normally)
 
     def test_map_lines_and_names(self):
         proc, pid, script = self.run_map_script("-X", "perf")
@@ -430,7 +462,8 @@ class TestPerfMapFile(PerfTestCase):
         child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
         self.forget_pid(child)
         parent_names = {l.split(" ", 2)[2] for l in self.read_map(pid)}
-        child_names = {l.split(" ", 2)[2] for l in self.read_map(child)}
+        child_names = {l.split(" ", 2)[2]
+                       for l in self.read_map(child, exited_normally=False)}
         self.assertIn(f"py::in_parent:{script}", parent_names)
         self.assertNotIn(f"py::in_child:{script}", parent_names)
         self.assertIn(f"py::in_child:{script}", child_names)
@@ -463,35 +496,51 @@ class TestPerfMapFile(PerfTestCase):
 
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
-        # makes writes fail part-way as a full disk does: the program runs
-        # on, a warning says why, and the map holds whole lines only.
+        # makes the file's growth fail part-way, as a full disk does: the
+        # program runs on, a warning says why, and the map holds the whole
+        # lines written before, nothing after them.
         import resource
         source = textwrap.dedent("""\
             import os
             print("PID", os.getpid(), flush=True)
             ns = {}
-            exec("\\n".join(f"def f{i}(): return {i}" for i in range(2000)),
+            exec("\\n".join(f"def f{i}(): return {i}" for i in range(5000)),
                  ns)
-            print(sum(ns[f"f{i}"]() for i in range(2000)))
+            print(sum(ns[f"f{i}"]() for i in range(5000)))
             """)
         script = make_script(self.tmp, "many", source)
         limit = lambda: resource.setrlimit(resource.RLIMIT_FSIZE,
-                                           (4000, 4000))
+                                           (100_000, 100_000))
         proc = subprocess.run([sys.executable, "-X", "perf", script],
                               capture_output=True, text=True,
                               env=env_with(), preexec_fn=limit)
         pid = script_pid(proc.stdout)
         self.forget_pid(pid)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertEqual(proc.stdout.split()[-1], str(sum(range(2000))))
+        self.assertEqual(proc.stdout.split()[-1], str(sum(range(5000))))
         self.assertIn("RuntimeWarning: perf trampoline: cannot write",
                       proc.stderr)
-        with open(map_path(pid)) as f:
-            text = f.read()
-        self.assertTrue(text.endswith("\n"), "partial last line")
-        self.assertLessEqual(len(text), 4000)
-        for line in text.splitlines():
+        self.assertLessEqual(os.path.getsize(map_path(pid)), 100_000)
+        lines = self.read_map(pid)
+        self.assertGreater(len(lines), 100)
+        for line in lines:
             self.assertRegex(line, MAP_LINE)
+
+
+def read_map_file(path, exited_normally=True):
+    """The lines of a perf map, checked to be whole.  The map of a process
+    that did not exit normally (killed, os._exit) may end in zeros: the
+    room it had allocated after its last line."""
+    with open(path, "rb") as f:
+        data = f.read()
+    text = data.partition(b"\0")[0]
+    if exited_normally:
+        assert len(text) == len(data), "zeros after the last line"
+    else:
+        assert not data[len(text):].strip(b"\0"), "garbage after the lines"
+    assert not text or text.endswith(b"\n"), "partial last line"
+    return text.decode().splitlines()
+
 
 # ---- A strict reader of /tmp/jit-PID.dump ----------------------------------
 
@@ -513,11 +562,13 @@ def leb128(data, pos, signed=False):
             return result, pos
 
 
-def read_jitdump(path, pid):
+def read_jitdump(path, pid, exited_normally=True):
     """Parse a jitdump strictly; returns the list of (id, fields) records.
 
     Fails on anything the format (shared/docs/formats.md) does not allow,
-    even where perf would be lenient."""
+    even where perf would be lenient.  The dump of a process that did not
+    exit normally (killed, os._exit) may end in zeros instead of exactly
+    after its last record."""
     with open(path, "rb") as f:
         data = f.read()
     assert len(data) >= 40, "no header"
@@ -533,6 +584,11 @@ def read_jitdump(path, pid):
     while pos < len(data):
         assert pos + 16 <= len(data), "truncated record header"
         rid, size, rts = struct.unpack_from("<IIQ", data, pos)
+        if not exited_normally and (rid, size) == (0, 0):
+            # The room a process that did not exit allocated after its
+            # last record: zeros to the end (perf stops at this header).
+            assert not data[pos:].strip(b"\0"), "garbage after the records"
+            break
         assert size >= 16 and pos + size <= len(data), (rid, size, pos)
         assert rts >= last_ts, "timestamps go backwards"
         last_ts = rts
@@ -569,7 +625,6 @@ def read_jitdump(path, pid):
             raise AssertionError(f"unexpected record id {rid}")
         records.append((rid, rec))
         pos += size
-    assert pos == len(data)
     return records
 
 
@@ -839,8 +894,8 @@ class TestJitDumpFile(unittest.TestCase):
             print(under_perf() + under_jit() + again_perf())
             """)
         self.assertEqual(proc.stdout.split()[-1], "6")
-        with open(map_path(pid)) as f:
-            mapped = {line.split(" ", 2)[2] for line in f.read().splitlines()}
+        mapped = {line.split(" ", 2)[2]
+                  for line in read_map_file(map_path(pid))}
         for name in ("under_perf", "under_jit", "again_perf"):
             self.assertIn(f"py::{name}:<string>", mapped)
         self.check_dump(pid, ["py::under_perf:<string>",
@@ -853,7 +908,8 @@ class TestJitDumpFile(unittest.TestCase):
         # The child's dump is strictly valid too (no CLOSE: os._exit) and
         # its code loads carry the child's pid and thread id, not the
         # parent's (the forking thread's id changes in the child).
-        records = read_jitdump(f"/tmp/jit-{child}.dump", child)
+        records = read_jitdump(f"/tmp/jit-{child}.dump", child,
+                               exited_normally=False)
         loads = {r["name"]: r for rid, r in records if rid == JIT_CODE_LOAD}
         self.assertIn("py::in_child:<string>", loads)
         self.assertIn("py::in_parent:<string>", loads)
@@ -907,24 +963,25 @@ class TestPerfJit(PerfTestCase):
     """perf record --call-graph dwarf + perf inject --jit, on this build
     (make test runs it on the no-frame-pointer build too)."""
 
-    def record_jit(self, source, *python_args, env=None):
+    def record_jit(self, source, *python_args, env=None, returncode=0):
         script = make_script(self.tmp, "perf_script", source)
         data = os.path.join(self.tmp, "perf.data")
         jit = os.path.join(self.tmp, "perf.jit.data")
         proc = subprocess.run(
-            ["perf", "record", "-F", "999", "-k", "1", "--call-graph",
-             "dwarf", "-o", data, "--", sys.executable, *python_args,
-             script], capture_output=True, text=True,
+            perf_command("record", "-F", "999", "-k", "1", "--call-graph",
+                         "dwarf", "-o", data, "--", sys.executable,
+                         *python_args, script),
+            capture_output=True, text=True,
             env=env if env is not None else env_with(), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
         self.addCleanup(remove_jit_files, pid)
-        inj = subprocess.run(["perf", "inject", "-i", data, "--jit", "-o",
-                              jit], capture_output=True, text=True,
-                             timeout=300)
+        inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                          "-o", jit),
+                             capture_output=True, text=True, timeout=300)
         self.assertEqual(inj.returncode, 0, inj.stderr)
         self.assertTrue(glob.glob(f"/tmp/jitted-{pid}-*.so"))
-        out = subprocess.run(["perf", "script", "-i", jit],
+        out = subprocess.run(perf_command("script", "-i", jit),
                              capture_output=True, text=True, timeout=300)
         self.assertEqual(out.returncode, 0, out.stderr)
         return script, jit, parse_perf_script(out.stdout)
@@ -932,6 +989,13 @@ class TestPerfJit(PerfTestCase):
     def test_xoption(self):
         script, _, samples = self.record_jit(NESTED + "baz(10_000_000)\n",
                                              "-X", "perf_jit")
+        assert_python_stacks(self, samples, script,
+                             NESTED_NAMES + ("<module>",))
+
+    def test_killed_process_is_named(self):
+        script, _, samples = self.record_jit(NESTED + KILL_ITSELF,
+                                             "-X", "perf_jit",
+                                             returncode=-signal.SIGKILL)
         assert_python_stacks(self, samples, script,
                              NESTED_NAMES + ("<module>",))
 
@@ -952,9 +1016,10 @@ class TestPerfJit(PerfTestCase):
     def test_source_lines(self):
         script, jit, _ = self.record_jit(NESTED + "baz(10_000_000)\n",
                                          "-X", "perf_jit")
-        out = subprocess.run(["perf", "script", "-i", jit, "-F",
-                              "ip,sym,srcline"], capture_output=True,
-                             text=True, timeout=300).stdout
+        out = subprocess.run(perf_command("script", "-i", jit, "-F",
+                                          "ip,sym,srcline"),
+                             capture_output=True, text=True,
+                             timeout=300).stdout
         base = os.path.basename(script)
         lines = {name: NESTED.splitlines().index(f"def {name}(n):") + 1
                  for name in ("foo", "bar", "baz")}
