@@ -472,6 +472,8 @@ const _PyPerfBackend _PyPerf_JitDumpBackend = {
     .write_entry = jit_write_entry,
     .fini = jit_fini,
     .bytes_per_code = jit_bytes_per_code,
+    /* A record header of zeros ends the dump for perf inject. */
+    .pad = 0,
 };
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

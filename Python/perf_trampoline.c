@@ -67,10 +67,12 @@
  * a new trampoline costs no system call: the file is allocated up to
  * 64 KiB ahead of its records, on disk (posix_fallocate) so that a full
  * disk is an error and not a SIGBUS, and each record is stored with its
- * first bytes last.  A killed process, or a child leaving through os._exit(), thus
- * leaves a file of whole records, naming every trampoline it ran,
- * followed by zeros that perf reads as the end; at a normal exit the file
- * is cut to its records.  After fork() the child drops the parent's
+ * first bytes last.  A killed process, or a child leaving through
+ * os._exit(), thus leaves a file of whole records, naming every
+ * trampoline it ran, followed by the room allocated ahead, filled with
+ * bytes that readers skip (the backend's pad: blank lines in the map,
+ * zeros that end the jitdump); at a normal exit the file is cut to its
+ * records.  After fork() the child drops the parent's
  * descriptor and mapping and starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
@@ -148,6 +150,7 @@ struct _PyPerfFile {
     off_t written;                /* bytes of whole records in the file */
     char *window;                 /* MAP_SHARED view of the file, or NULL */
     off_t window_at;              /* file offset of window[0] */
+    char pad;                     /* the bytes after the last record */
     char stage[RECORD_MAX];       /* the record being assembled */
 };
 
@@ -190,6 +193,11 @@ file_move_window(_PyPerfFile *file)
     file_unmap(file);
     file->window = window;
     file->window_at = at;
+    if (file->pad != 0) {
+        /* (posix_fallocate() leaves zeros) */
+        size_t done = (size_t)(file->written - at);
+        memset(window + done, file->pad, WINDOW_SIZE - done);
+    }
     return 0;
 }
 
@@ -605,6 +613,7 @@ open_backend(backend_state *st)
         }
         st->file->fd = -1;
         st->file->path[0] = '\0';
+        st->file->pad = st->backend->pad;
     }
     if (st->file->fd >= 0) {
         return 0;
@@ -763,10 +772,8 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
 }
 
 /* Copy the record into the file.  Its first RECORD_HEAD bytes go last:
-   until then the file reads as zeros from the record on, and a process
-   killed in between leaves whole records followed by zeros (a zero
-   header ends a jitdump for perf; a map line that starts with NUL names
-   nothing). */
+   until then, the record's first bytes read as the backend's pad (a
+   jitdump record header of zeros ends the dump for perf). */
 void
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
@@ -963,6 +970,10 @@ const _PyPerfBackend _PyPerf_MapBackend = {
     .write_entry = perf_map_write_entry,
     .fini = perf_map_fini,
     .bytes_per_code = perf_map_bytes_per_code,
+    /* Blank lines: perf skips them, and so do line-by-line readers that
+       read the map of a running process (profilers that symbolize
+       fleet-wide). */
+    .pad = '\n',
 };
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */

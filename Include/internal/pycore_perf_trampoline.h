@@ -85,6 +85,10 @@ typedef struct {
        byte, while this backend describes it (at least code_size).
        Called after init. */
     size_t (*bytes_per_code)(size_t code_size);
+    /* What the file reads as after the last record while it has room
+       allocated for more (a running or killed process): a byte that
+       readers skip, e.g. '\n' (blank lines) or 0 (an end marker). */
+    char pad;
 } _PyPerfBackend;
 
 extern const _PyPerfBackend _PyPerf_MapBackend;
@@ -93,7 +97,7 @@ extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 /* Append one whole record of at most 16 KiB.  The record reaches the
    file at once, through a shared mapping (no system call), its first
    8 bytes last: a killed process leaves a file of whole records followed
-   by zeros.  0 or -1 (errno). */
+   by the backend's pad bytes.  0 or -1 (errno). */
 extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
                               size_t size);
 /* Or assemble a record in place: Reserve returns room for up to `size`

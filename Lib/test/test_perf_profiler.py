@@ -55,6 +55,16 @@ def baz(n):
 """
 NESTED_NAMES = ("foo", "bar", "baz")
 
+# Runs 3,000 functions once each: files of several hundred KiB, which
+# their writer maps a window at a time.
+MANY_FUNCTIONS = """\
+import os
+print("PID", os.getpid(), flush=True)
+ns = {}
+exec("\\n".join(f"def f{i}(): return {i}" for i in range(3000)), ns)
+print(sum(ns[f"f{i}"]() for i in range(3000)))
+"""
+
 # Ends NESTED after the work, the hard way.
 KILL_ITSELF = """\
 baz(10_000_000)
@@ -431,6 +441,17 @@ class TestPerfMapFile(PerfTestCase):
         starts = [int(line.split()[0], 16) for line in lines]
         self.assertEqual(len(starts), len(set(starts)))
 
+    def test_many_functions(self):
+        proc, pid, _ = self.run_map_script("-X", "perf",
+                                           source=MANY_FUNCTIONS)
+        self.assertEqual(proc.stdout.split()[-1], str(sum(range(3000))))
+        lines = self.read_map(pid)
+        starts = [line.split(" ", 1)[0] for line in lines]
+        self.assertEqual(len(starts), len(set(starts)))
+        names = {line.split(" ", 2)[2] for line in lines}
+        for i in range(3000):
+            self.assertIn(f"py::f{i}:<string>", names)
+
     def test_map_file_mode_and_own_entries_only(self):
         _, pid, script = self.run_map_script("-X", "perf")
         st = os.stat(map_path(pid))
@@ -529,17 +550,17 @@ class TestPerfMapFile(PerfTestCase):
 
 def read_map_file(path, exited_normally=True):
     """The lines of a perf map, checked to be whole.  The map of a process
-    that did not exit normally (killed, os._exit) may end in zeros: the
-    room it had allocated after its last line."""
+    that did not exit normally (killed, os._exit) may end in blank lines:
+    the room it had allocated after its last line."""
     with open(path, "rb") as f:
-        data = f.read()
-    text = data.partition(b"\0")[0]
+        text = f.read().decode()
+    records = text.rstrip("\n") + "\n" if text.strip("\n") else ""
     if exited_normally:
-        assert len(text) == len(data), "zeros after the last line"
-    else:
-        assert not data[len(text):].strip(b"\0"), "garbage after the lines"
-    assert not text or text.endswith(b"\n"), "partial last line"
-    return text.decode().splitlines()
+        assert text == records, "blank lines after the last line"
+    assert text.startswith(records) and not text[len(records):].strip("\n")
+    lines = records.splitlines()
+    assert all(lines), "a blank line between records"
+    return lines
 
 
 # ---- A strict reader of /tmp/jit-PID.dump ----------------------------------
@@ -848,6 +869,12 @@ class TestJitDumpFile(unittest.TestCase):
         st = os.stat(f"/tmp/jit-{pid}.dump")
         self.assertEqual(st.st_mode & 0o777, 0o600)
         self.assertFalse(os.path.exists(map_path(pid)))
+
+    def test_many_functions(self):
+        proc, pid = self.run_jit(MANY_FUNCTIONS, "-X", "perf_jit")
+        self.assertGreater(os.path.getsize(f"/tmp/jit-{pid}.dump"),
+                           4 * 64 * 1024)
+        self.check_dump(pid, [f"py::f{i}:<string>" for i in range(3000)])
 
     def test_env_and_sys(self):
         _, pid = self.run_jit(self.SOURCE,
