@@ -31,12 +31,25 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     ((tstate)->interp->eval_frame != NULL \
      && (tstate)->interp->eval_frame != _PyPerfTrampoline_EvalFrame)
 #if defined(__GNUC__) || defined(__clang__)
-#  define PERF_TRAMPOLINE_HOOK(tstate) __builtin_expect( \
-    (tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame, 0)
+#  define PERF_TRAMPOLINE_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #else
-#  define PERF_TRAMPOLINE_HOOK(tstate) \
-    ((tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+#  define PERF_TRAMPOLINE_UNLIKELY(x) (x)
 #endif
+#define PERF_TRAMPOLINE_HOOK(tstate) PERF_TRAMPOLINE_UNLIKELY( \
+    (tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+/* Any hook: the CALL_PY_* instructions leave their fast path for an
+   out-of-line copy (stock 3.11 deoptimizes). */
+#define PERF_TRAMPOLINE_ANY_HOOK(tstate) \
+    PERF_TRAMPOLINE_UNLIKELY((tstate)->interp->eval_frame != NULL)
+
+/* For the out-of-line copies of CALL_PY_EXACT_ARGS and
+   CALL_PY_WITH_DEFAULTS, which the instructions enter when a hook is set:
+   is it ours?  Read anew (volatile), or the compiler keeps the value the
+   instruction tested in a register for this test, and the instruction
+   pays one more instruction on every call without any hook. */
+#define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
+    (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
+     == _PyPerfTrampoline_EvalFrame)
 
 /* Start-up: honour -X perf, -X perf_jit, PYTHONPERFSUPPORT and
    PYTHON_PERF_JIT_SUPPORT.  Never fails: problems become warnings. */
