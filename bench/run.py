@@ -12,13 +12,20 @@ runs stock CPython 3.11.2 and our interpreter off, with -X perf and with
     opinion: shared cores swing by tens of percent);
 
 then measures peak RSS and trampoline arena bytes for 100,000 code objects
-and ends with one verdict line against the targets of issue 4.  Files the
+and ends with one verdict line against the targets of issue 4.
+
+For comparison, the `pep523` column is what a stand-in for upstream's
+mechanism (bench/reference/pep523_hook.c: a PEP 523 evaluator with a
+per-code-object lookup) adds to stock 3.11, as a ratio to stock: a lower
+bound of what that mechanism costs per call in 3.11 (it writes no file;
+it is installed after start-up).  Files the
 runs leave in /tmp (perf maps, jitdumps) are removed.
 """
 
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -45,9 +52,10 @@ CONFIGS = [("stock", []), ("off", []), ("perf", ["-X", "perf"]),
            ("perf_jit", ["-X", "perf_jit"])]
 
 
-def clean_env():
+def clean_env(**extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONHASHSEED"] = "0"
+    env.update(extra)
     return env
 
 
@@ -59,8 +67,8 @@ def forget(pid):
             pass
 
 
-def run(cmd):
-    proc = subprocess.Popen(cmd, env=clean_env(), stdout=subprocess.PIPE,
+def run(cmd, **env):
+    proc = subprocess.Popen(cmd, env=clean_env(**env), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     out, err = proc.communicate()
     forget(proc.pid)
@@ -69,15 +77,38 @@ def run(cmd):
     return out, err
 
 
-def instructions(python, args, script):
+def instructions(python, args, script, **env):
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "callgrind.out")
         run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
-             "--dump-instr=no", python, *args, script])
+             "--dump-instr=no", python, *args, script], **env)
         with open(out) as f:
             text = f.read()
     m = re.search(r"^(?:summary|totals): (\d+)", text, re.M)
     return int(m.group(1))
+
+
+def build_reference(stock, tmp):
+    """Compile pep523_hook.c for the stock interpreter into `tmp`."""
+    out, _ = run([stock, "-c", "import sysconfig; print('\\n'.join("
+                  "sysconfig.get_config_var(v) for v in ('CC', 'CFLAGS', "
+                  "'CCSHARED', 'abs_srcdir', 'abs_builddir', 'EXT_SUFFIX')))"])
+    cc, cflags, ccshared, srcdir, builddir, suffix = out.splitlines()
+    source = os.path.join(HERE, "reference", "pep523_hook.c")
+    subprocess.run([*cc.split(), *cflags.split(), *ccshared.split(),
+                    "-shared", f"-I{srcdir}/Include",
+                    f"-I{srcdir}/Include/internal", f"-I{builddir}",
+                    source, "-o", os.path.join(tmp, "pep523_hook" + suffix)],
+                   check=True)
+
+
+def pep523_extra(stock, tmp, script):
+    """Instructions the stand-in hook adds to the workload."""
+    wrapper = os.path.join(HERE, "reference", "run_hooked.py")
+    ir = {hooked: instructions(stock, [wrapper], script,
+                               REFERENCE_HOOK=hooked, REFERENCE_HOOK_DIR=tmp)
+          for hooked in ("0", "1")}
+    return ir["1"] - ir["0"]
 
 
 def wall(python, args, script):
@@ -104,10 +135,16 @@ def main():
         for python in (opts.stock, opts.ours):
             run([python, script])
 
+    reference = tempfile.mkdtemp(prefix="bench_pep523_")
+    build_reference(opts.stock, reference)
+
     rows, failures = [], []
     for name, limit, what in targets:
         script = os.path.join(WORKLOADS, name + ".py")
         ir = {c: instructions(pythons[c], a, script) for c, a in CONFIGS}
+        # (the stand-in is installed after start-up: nothing to compare)
+        r_pep523 = None if name == "startup" else (
+            1 + pep523_extra(opts.stock, reference, script) / ir["stock"])
         times = {c: [] for c, _ in CONFIGS}
         for _ in range(opts.rounds):
             for c, a in CONFIGS:
@@ -121,16 +158,19 @@ def main():
         for label, r in (("perf", r_perf), ("perf_jit", r_jit)):
             if limit is not None and r > limit:
                 failures.append(f"{name} {label}/off {r:.4f} > {limit}")
-        rows.append((name, ir, r_off, r_perf, r_jit, med, limit))
+        rows.append((name, ir, r_off, r_perf, r_jit, med, limit, r_pep523))
         print(f"  measured {name}", file=sys.stderr, flush=True)
 
+    shutil.rmtree(reference, ignore_errors=True)
     print("| workload | stock Ir | off Ir | off/stock | perf/off | "
-          "perf_jit/off | target | wall ms stock / off / perf / perf_jit |")
-    print("|---|---:|---:|---:|---:|---:|---:|---|")
-    for name, ir, r_off, r_perf, r_jit, med, limit in rows:
+          "perf_jit/off | target | pep523 | "
+          "wall ms stock / off / perf / perf_jit |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
+    for name, ir, r_off, r_perf, r_jit, med, limit, r_pep523 in rows:
         print(f"| {name} | {ir['stock']:,} | {ir['off']:,} | {r_off:.4f} | "
               f"{r_perf:.4f} | {r_jit:.4f} | "
               f"{'-' if limit is None else f'<= {limit}'} | "
+              f"{'-' if r_pep523 is None else f'{r_pep523:.4f}'} | "
               f"{med['stock']:.0f} / {med['off']:.0f} / {med['perf']:.0f} / "
               f"{med['perf_jit']:.0f} |")
 
