@@ -72,8 +72,8 @@
  * trampoline it ran, followed by the room allocated ahead, filled with
  * bytes that readers skip (the backend's pad: blank lines in the map,
  * zeros that end the jitdump); at a normal exit the file is cut to its
- * records.  After fork() the child drops the parent's
- * descriptor and mapping and starts files named for its own pid.
+ * records.  After fork() the child drops the parent's descriptor and
+ * mapping and starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Everything here runs with the GIL
@@ -777,8 +777,10 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
 }
 
 /* Copy the record into the file.  Its first RECORD_HEAD bytes go last:
-   until then, the record's first bytes read as the backend's pad (a
-   jitdump record header of zeros ends the dump for perf). */
+   until then they read as the backend's pad, and a jitdump record whose
+   header is zeros ends the dump for perf.  (In a map, a kill at that
+   moment, a few nanoseconds per record, would leave one line without its
+   first 8 bytes.) */
 void
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
