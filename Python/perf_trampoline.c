@@ -95,6 +95,7 @@
 #include <pthread.h>              // pthread_atfork()
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>             // flock()
 #include <sys/mman.h>             // mmap()
 #include <sys/stat.h>             // fstat()
 #include <unistd.h>
@@ -209,8 +210,11 @@ file_move_window(_PyPerfFile *file)
 /* Create the file for this process.  The name is predictable and /tmp is
    shared, so nothing found there is trusted: a symlink fails the open
    (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and anything but a
-   regular file of ours with a single link is left alone.  What is left is
-   a stale file of an earlier process with our pid: it is truncated. */
+   regular file of ours with a single link is left alone.  So is a file
+   that a live process holds (flock): one with our pid in another pid
+   namespace that shares /tmp, whose mapping of the file truncating it
+   would turn into SIGBUS.  What is left is a stale file of an earlier
+   process with our pid: it is truncated. */
 static int
 file_open(_PyPerfFile *file, const char *path_format)
 {
@@ -230,6 +234,12 @@ file_open(_PyPerfFile *file, const char *path_format)
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
         errno = EPERM;
+        goto fail;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno == EWOULDBLOCK) {
+            errno = EBUSY;
+        }
         goto fail;
     }
     if (fcntl(fd, F_SETFL, 0) < 0 || ftruncate(fd, 0) < 0) {

@@ -515,6 +515,43 @@ class TestPerfMapFile(PerfTestCase):
         with open(victim) as f:
             self.assertEqual(f.read(), "precious\n")
 
+    def test_same_pid_in_another_namespace(self):
+        # Two pid namespaces that share /tmp: both interpreters are pid 1
+        # and want /tmp/perf-1.map.  The second gets a warning and leaves
+        # the file alone; the first writes on, undisturbed (truncated
+        # under it, its mapping of the file would kill it with SIGBUS).
+        pid1 = pid_namespace_command(self)
+        path = map_path(1)
+        os_helper.unlink(path)
+        self.addCleanup(os_helper.unlink, path)
+        first = subprocess.Popen(
+            [*pid1, sys.executable, "-X", "perf", "-c", textwrap.dedent("""\
+                import sys
+                def before():
+                    return 1
+                before()
+                print("ready", flush=True)
+                sys.stdin.readline()
+                """) + MANY_FUNCTIONS],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, env=env_with())
+        self.addCleanup(first.kill)
+        self.assertEqual(first.stdout.readline(), "ready\n")
+        second = subprocess.run(
+            [*pid1, sys.executable, "-X", "perf", "-c",
+             "def g():\n    return 2\nprint(g())"],
+            capture_output=True, text=True, env=env_with())
+        out, err = first.communicate("go\n", timeout=300)
+        self.assertEqual((second.returncode, second.stdout), (0, "2\n"))
+        self.assertIn(f"RuntimeWarning: perf trampoline: cannot create "
+                      f"{path}", second.stderr)
+        self.assertEqual(first.returncode, 0, err)
+        self.assertEqual(out.split()[-1], str(sum(range(3000))))
+        names = {line.split(" ", 2)[2] for line in read_map_file(path)}
+        self.assertIn("py::before:<string>", names)
+        self.assertIn("py::f2999:<string>", names)
+        self.assertNotIn("py::g:<string>", names)
+
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
         # makes the file's growth fail part-way, as a full disk does: the
