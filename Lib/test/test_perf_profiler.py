@@ -552,6 +552,34 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn("py::f2999:<string>", names)
         self.assertNotIn("py::g:<string>", names)
 
+    def test_full_disk(self):
+        # /tmp on a small tmpfs of its own (a private mount namespace):
+        # the file cannot grow past it.  The program runs on, a warning
+        # says why, and the map holds the whole lines written before.
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        shell = ('mount -t tmpfs -o size=96k none /tmp || exit 99; '
+                 '"$0" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
+                 'cat /tmp/perf-*.map')
+        proc = subprocess.run(
+            [unshare, "-m", "sh", "-c", shell, sys.executable,
+             MANY_FUNCTIONS], capture_output=True, text=True,
+            env=env_with())
+        if proc.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here")
+        out, _, text = proc.stdout.partition("== map\n")
+        self.assertEqual(out.split()[-3:], [str(sum(range(3000))), "exit",
+                                            "0"])
+        self.assertIn("RuntimeWarning: perf trampoline: cannot write",
+                      proc.stderr)
+        self.assertIn("No space left on device", proc.stderr)
+        self.assertTrue(text.endswith("\n"), "partial last line")
+        lines = text.splitlines()
+        self.assertGreater(len(lines), 100)
+        for line in lines:
+            self.assertRegex(line, MAP_LINE)
+
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
         # makes the file's growth fail part-way, as a full disk does: the
