@@ -3,7 +3,7 @@
 # Needs root (or sudo); does nothing for packages already installed.
 set -eu
 PACKAGES="build-essential autoconf autoconf-archive pkg-config git
- linux-perf gdb valgrind util-linux
+ linux-perf gdb valgrind strace util-linux
  libssl-dev zlib1g-dev libsqlite3-dev libffi-dev libbz2-dev liblzma-dev
  libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev"
 missing=""

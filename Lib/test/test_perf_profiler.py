@@ -197,6 +197,10 @@ def _perf_inject_jit_works():
     return None
 
 
+def jit_path(pid):
+    return f"/tmp/jit-{pid}.dump"
+
+
 def remove_jit_files(pid):
     for path in [f"/tmp/jit-{pid}.dump", map_path(pid),
                  *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
@@ -579,6 +583,35 @@ class TestPerfMapFile(PerfTestCase):
         self.assertGreater(len(lines), 100)
         for line in lines:
             self.assertRegex(line, MAP_LINE)
+
+    def test_no_system_call_per_function(self):
+        # Records go through a shared mapping of the file: what makes
+        # system calls is the file growing, 64 KiB at a time.
+        strace = shutil.which("strace")
+        if strace is None:
+            self.skipTest("needs strace")
+        out = os.path.join(self.tmp, "strace.out")
+        for option, path in (("perf", map_path), ("perf_jit", jit_path)):
+            with self.subTest(option=option):
+                proc = subprocess.run(
+                    [strace, "-f", "-o", out, "-e",
+                     "trace=write,pwrite64,writev,pwritev,fallocate",
+                     sys.executable, "-X", option, "-c", MANY_FUNCTIONS],
+                    capture_output=True, text=True, env=env_with())
+                if proc.returncode != 0 and "ptrace" in proc.stderr:
+                    self.skipTest("strace cannot trace here")
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                pid = script_pid(proc.stdout)
+                self.addCleanup(remove_jit_files, pid)
+                size = os.path.getsize(path(pid))
+                with open(out) as f:
+                    calls = [line.split(None, 1)[1].split("(", 1)[0]
+                             for line in f if "(" in line]
+                writes = len([c for c in calls if c != "fallocate"])
+                # stdout's two lines, and whatever start-up writes
+                self.assertLess(writes, 10, calls)
+                self.assertLessEqual(calls.count("fallocate"),
+                                     size // (48 * 1024) + 2, calls)
 
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
