@@ -12,17 +12,18 @@ runs stock CPython 3.11.2 and our interpreter off, with -X perf and with
     opinion: shared cores swing by tens of percent);
 
 then measures peak RSS and trampoline arena bytes for 100,000 code objects
-and ends with one verdict line against the targets of issue 4.
+and ends with one verdict line against the targets of issue 4.  Files the
+runs leave in /tmp (perf maps, jitdumps) are removed.
 
 For comparison, the `pep523` column is what a stand-in for upstream's
 mechanism (bench/reference/pep523_hook.c: a PEP 523 evaluator with a
 per-code-object lookup) adds to stock 3.11, as a ratio to stock: a lower
 bound of what that mechanism costs per call in 3.11 (it writes no file;
-it is installed after start-up).  Files the
-runs leave in /tmp (perf maps, jitdumps) are removed.
+it is installed after start-up).
 """
 
 import argparse
+import atexit
 import os
 import re
 import shutil
@@ -136,6 +137,7 @@ def main():
             run([python, script])
 
     reference = tempfile.mkdtemp(prefix="bench_pep523_")
+    atexit.register(shutil.rmtree, reference, True)
     build_reference(opts.stock, reference)
 
     rows, failures = [], []
@@ -161,7 +163,6 @@ def main():
         rows.append((name, ir, r_off, r_perf, r_jit, med, limit, r_pep523))
         print(f"  measured {name}", file=sys.stderr, flush=True)
 
-    shutil.rmtree(reference, ignore_errors=True)
     print("| workload | stock Ir | off Ir | off/stock | perf/off | "
           "perf_jit/off | target | pep523 | "
           "wall ms stock / off / perf / perf_jit |")
