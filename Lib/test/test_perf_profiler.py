@@ -202,7 +202,7 @@ def jit_path(pid):
 
 
 def remove_jit_files(pid):
-    for path in [f"/tmp/jit-{pid}.dump", map_path(pid),
+    for path in [jit_path(pid), map_path(pid),
                  *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
         os_helper.unlink(path)
 
@@ -916,7 +916,7 @@ class TestJitDumpFile(unittest.TestCase):
         """
 
     def check_dump(self, pid, must_name=()):
-        records = read_jitdump(f"/tmp/jit-{pid}.dump", pid)
+        records = read_jitdump(jit_path(pid), pid)
         self.assertEqual(records[-1][0], JIT_CODE_CLOSE)
         loads = []
         indexes = []
@@ -964,13 +964,13 @@ class TestJitDumpFile(unittest.TestCase):
         self.assertEqual(proc.stderr, "")
         self.check_dump(pid, ["py::f:<string>", "py::K.m:<string>",
                               "py::K.m.<locals>.<listcomp>:<string>"])
-        st = os.stat(f"/tmp/jit-{pid}.dump")
+        st = os.stat(jit_path(pid))
         self.assertEqual(st.st_mode & 0o777, 0o600)
         self.assertFalse(os.path.exists(map_path(pid)))
 
     def test_many_functions(self):
         proc, pid = self.run_jit(MANY_FUNCTIONS, "-X", "perf_jit")
-        self.assertGreater(os.path.getsize(f"/tmp/jit-{pid}.dump"),
+        self.assertGreater(os.path.getsize(jit_path(pid)),
                            4 * 64 * 1024)
         self.check_dump(pid, [f"py::f{i}:<string>" for i in range(3000)])
 
@@ -1033,7 +1033,7 @@ class TestJitDumpFile(unittest.TestCase):
         # The child's dump is strictly valid too (no CLOSE: os._exit) and
         # its code loads carry the child's pid and thread id, not the
         # parent's (the forking thread's id changes in the child).
-        records = read_jitdump(f"/tmp/jit-{child}.dump", child,
+        records = read_jitdump(jit_path(child), child,
                                exited_normally=False)
         loads = {r["name"]: r for rid, r in records if rid == JIT_CODE_LOAD}
         self.assertIn("py::in_child:<string>", loads)
