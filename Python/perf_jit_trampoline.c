@@ -30,13 +30,13 @@
  * ----------------
  * Every trampoline is a copy of the same template, and perf lays out each
  * generated ELF file the same way, so the unwind data is one constant blob,
- * built once: in perf's ELF file the .eh_frame directly follows the code
- * and the .eh_frame_hdr directly follows the .eh_frame (the record carries
- * them in that order), and every pointer in the blob is relative to its
- * own position (pcrel/datarel), so only the code's size matters.  The FDE's rules are exact at every instruction boundary of the
- * template; they are derived from its bytes, which are checked first: a
- * template this file does not know is refused rather than described
- * wrongly.
+ * built once: in perf's ELF file the .eh_frame directly follows the code and
+ * the .eh_frame_hdr directly follows the .eh_frame (the record carries them
+ * in that order), and every pointer in the blob is relative to its own
+ * position (pcrel/datarel), so only the code's size matters.  The FDE's rules
+ * are exact at every instruction boundary of the template; they are derived
+ * from its bytes, which are checked first: a template this file does not know
+ * is refused rather than described wrongly.
  *
  * Memory: perf inject maps each trampoline together with its unwind data
  * (code rounded up to 8 bytes, then mapped_size bytes), and a neighbour
@@ -158,7 +158,7 @@ timestamp(void)
 }
 
 
-/* ---- DWARF bytes ------------------------------------------------------------ */
+/* ---- DWARF bytes -------------------------------------------------------- */
 
 typedef struct {
     unsigned char *p;
@@ -235,10 +235,14 @@ static const unsigned char template_body[] = {
 static int
 build_unwind_info(void)
 {
-    const unsigned char *code = (const unsigned char *)_Py_trampoline_func_start;
-    size_t size = (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    const unsigned char *code =
+        (const unsigned char *)_Py_trampoline_func_start;
+    size_t size =
+        (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
     size_t e = 0;
-    if (size >= sizeof(endbr64) && memcmp(code, endbr64, sizeof(endbr64)) == 0) {
+    if (size >= sizeof(endbr64)
+        && memcmp(code, endbr64, sizeof(endbr64)) == 0)
+    {
         e = sizeof(endbr64);
     }
     if (size != e + sizeof(template_body)
@@ -320,7 +324,7 @@ build_unwind_info(void)
 }
 
 
-/* ---- The backend -------------------------------------------------------------- */
+/* ---- The backend -------------------------------------------------------- */
 
 /* perf inject --jit finds the dump through the mmap event of this mapping
    in perf.data.  It must be executable: perf record only records mmap

@@ -45,16 +45,16 @@
  * -----------
  * Copies live in arenas of executable memory.  An arena is mapped
  * writable, filled with as many copies of the template as fit, then made
- * read+execute; it is never writable and executable at once, and handing
- * out a trampoline is just taking the next slot.  Slots are 16 bytes
- * apart, or more when the active backend needs room after each
- * trampoline (the jitdump's: 96, see Python/perf_jit_trampoline.c).  A
- * code object finds its trampoline through its co_extra slot (one index
- * requested from the interpreter).  Trampolines are never reused: a later owner of the same
- * addresses would be misnamed in samples taken before.  Each slot
- * remembers its code object (forgotten when the code object dies) and
- * which backends have been told about it, so that switching backends or
- * forking re-describes exactly the live trampolines.
+ * read+execute; it is never writable and executable at once, and handing out
+ * a trampoline is just taking the next slot.  Slots are 16 bytes apart, or
+ * more when the active backend needs room after each trampoline (the
+ * jitdump's: 96, see Python/perf_jit_trampoline.c).  A code object finds its
+ * trampoline through its co_extra slot (one index requested from the
+ * interpreter).  Trampolines are never reused: a later owner of the same
+ * addresses would be misnamed in samples taken before.  Each slot remembers
+ * its code object (forgotten when the code object dies) and which backends
+ * have been told about it, so that switching backends or forking re-describes
+ * exactly the live trampolines.
  *
  * Backends and files
  * ------------------
@@ -277,7 +277,7 @@ file_close(_PyPerfFile *file)
 }
 
 
-/* ---- Trampolines ---------------------------------------------------------- */
+/* ---- Trampolines -------------------------------------------------------- */
 
 typedef struct {
     PyCodeObject *code;           /* borrowed; NULL once the code dies */
@@ -576,7 +576,7 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 }
 
 
-/* ---- Activation ------------------------------------------------------------ */
+/* ---- Activation --------------------------------------------------------- */
 
 /* In the child of fork(): the descriptors and mappings belong to the
    parent's files.  Drop them (munmap() and close() only) so that nothing
@@ -823,7 +823,7 @@ _PyPerfFile_Fd(const _PyPerfFile *file)
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
 
 
-/* ---- Symbol names --------------------------------------------------------- */
+/* ---- Symbol names ------------------------------------------------------- */
 
 /* Non-zero if a byte of `w` is below 0x20 or equal to 0x7f.  For bytes
    below 0x80, b - 0x20 borrows into bit 7 exactly when b < 0x20, and
@@ -910,7 +910,7 @@ _PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
 }
 
 
-/* ---- The perf map backend -------------------------------------------------- */
+/* ---- The perf map backend ----------------------------------------------- */
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
@@ -1010,7 +1010,7 @@ void _PyPerfTrampoline_AfterForkChild(void) {}
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
 
 
-/* ---- Start-up ---------------------------------------------------------------- */
+/* ---- Start-up ----------------------------------------------------------- */
 
 /* The value of -X NAME: NULL when absent, L"" when given without "=". */
 static const wchar_t *
@@ -1079,7 +1079,7 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 }
 
 
-/* ---- The sys API --------------------------------------------------------- */
+/* ---- The sys API -------------------------------------------------------- */
 
 PyDoc_STRVAR(activate_doc,
 "activate_stack_trampoline($module, backend, /)\n--\n\n"

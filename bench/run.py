@@ -190,8 +190,8 @@ def main():
     if failures:
         print("verdict: MISSED " + "; ".join(failures))
     else:
-        print(f"verdict: all targets met (off/stock <= {OFF_LIMIT} everywhere; "
-              "perf and perf_jit within each workload's limit)")
+        print(f"verdict: all targets met (off/stock <= {OFF_LIMIT} "
+              "everywhere; perf and perf_jit within each workload's limit)")
     return 0
 
 
