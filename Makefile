@@ -23,7 +23,10 @@ FP_CFLAGS       ?= -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
 NOFP_CFLAGS     ?= -fomit-frame-pointer -fstack-protector-strong -fcf-protection
 CONFIGURE_FLAGS ?= --without-ensurepip
 
-BUILD   := build
+# The patched tree and its build (BUILD and PATCHES are overridden by
+# `make check-series` only).
+BUILD   ?= build
+PATCHES ?= patches
 SRC     := $(BUILD)/src
 STAMPS  := $(BUILD)/.stamps
 # build/src is a git work tree whose repository lives beside it, not in
@@ -33,13 +36,18 @@ NOFP    := build-nofp
 STOCK   := build-stock
 
 OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
-SERIES  := $(addprefix patches/,$(shell grep -v '^\#' patches/series))
+SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
+
+# Prints the path of a verified copy of the tarball, or explains and fails.
+FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
+    '$(PYTHON_URL)' '$(DOWNLOAD_CACHE)' $(dir $(PYTHON_TARBALL)) \
+    '$(SHARED_CPYTHON)'
 
 # Run CPython's own tests without the caller's PYTHON* variables.
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
-.PHONY: all help demo test nofp stock bench tree refresh-patch clean \
-        distclean
+.PHONY: all help demo test nofp stock bench tree refresh-patch \
+        check-series clean distclean
 
 all: $(BUILD)/python
 
@@ -53,15 +61,14 @@ help:
 	@echo "make tree       re-create build/src from the tarball (drops edits made there)"
 	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
 	@echo "                regenerate a patch from your edits in build/src"
+	@echo "make check-series  check that every prefix of the series builds"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
 # --- the source tree ------------------------------------------------------
 
 $(STAMPS)/unpacked: tools/find-tarball.sh
-	@tgz=$$(tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
-	        '$(PYTHON_URL)' '$(DOWNLOAD_CACHE)' $(dir $(PYTHON_TARBALL)) \
-	        '$(SHARED_CPYTHON)') || exit 1; \
+	@tgz=$$($(FIND_TARBALL)) || exit 1; \
 	  echo "unpacking $$tgz (sha256 verified)"; \
 	  rm -rf $(SRC) $(BUILD)/src.git $(STAMPS) && mkdir -p $(SRC) $(STAMPS) && \
 	  tar -xzf "$$tgz" -C $(SRC) --strip-components=1 && \
@@ -72,9 +79,9 @@ $(STAMPS)/unpacked: tools/find-tarball.sh
 	  $(SRCGIT) tag upstream
 	@touch $@
 
-$(STAMPS)/patched: $(STAMPS)/unpacked patches/series $(SERIES) \
+$(STAMPS)/patched: $(STAMPS)/unpacked $(PATCHES)/series $(SERIES) \
                    configure.ac.fragment tools/prepare-tree.sh
-	tools/prepare-tree.sh $(SRC) patches configure.ac.fragment
+	tools/prepare-tree.sh $(SRC) $(PATCHES) configure.ac.fragment
 	@touch $@
 
 # Overlay files are copied only when they differ, so make in the objdir sees
@@ -116,9 +123,7 @@ nofp: $(NOFP)/python
 # Stock CPython from the same tarball with the same flags, unpatched: the
 # baseline of `make bench`.
 $(STOCK)/src/configure: tools/find-tarball.sh
-	@tgz=$$(tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
-	        '$(PYTHON_URL)' '$(DOWNLOAD_CACHE)' $(dir $(PYTHON_TARBALL)) \
-	        '$(SHARED_CPYTHON)') || exit 1; \
+	@tgz=$$($(FIND_TARBALL)) || exit 1; \
 	  rm -rf $(STOCK) && mkdir -p $(STOCK)/src && \
 	  tar -xzf "$$tgz" -C $(STOCK)/src --strip-components=1
 	@touch $@
@@ -150,10 +155,16 @@ refresh-patch:
 	@test -n "$(PATCH)" || { echo "usage: make refresh-patch PATCH=patches/NNNN-name.patch"; exit 1; }
 	tools/refresh-patch.sh $(SRC) $(PATCH)
 
+# Packagers carry parts of the series, or bisect through it: patches 1..k,
+# for k = 1, 2, ..., go in turn into one tree in build-series/, which is
+# rebuilt (incrementally) after each.
+check-series:
+	tools/check-series.sh "$(MAKE)" build-series
+
 clean:
 	-$(MAKE) -C $(BUILD) clean
 	-$(MAKE) -C $(NOFP) clean
 	-$(MAKE) -C $(STOCK) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK)
+	rm -rf $(BUILD) $(NOFP) $(STOCK) build-series
