@@ -216,12 +216,14 @@ file_move_window(_PyPerfFile *file)
    would turn into SIGBUS.  What is left is a stale file of an earlier
    process with our pid: it is truncated. */
 static int
-file_open(_PyPerfFile *file, const char *path_format)
+file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
 {
     file->pid = (long)getpid();
     file->written = 0;
     file->window = NULL;
-    PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
+    file->pad = backend->pad;
+    PyOS_snprintf(file->path, sizeof(file->path), backend->path_format,
+                  file->pid);
     int fd = open(file->path,
                   O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
                   0600);
@@ -627,13 +629,11 @@ open_backend(backend_state *st)
             return -1;
         }
         st->file->fd = -1;
-        st->file->path[0] = '\0';
-        st->file->pad = st->backend->pad;
     }
     if (st->file->fd >= 0) {
         return 0;
     }
-    if (file_open(st->file, st->backend->path_format) < 0) {
+    if (file_open(st->file, st->backend) < 0) {
         return -1;
     }
     if (st->backend->init(st->file) < 0) {
