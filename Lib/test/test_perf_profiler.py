@@ -569,15 +569,23 @@ class TestPerfMapFile(PerfTestCase):
         # /tmp on a small tmpfs of its own (a private mount namespace):
         # the file cannot grow past it.  The program runs on, a warning
         # says why, and the map holds the whole lines written before.
+        # The tmpfs is mounted on a directory of ours first, with the real
+        # /tmp bound inside it as orig/, then moved onto /tmp: an
+        # interpreter that lives under /tmp is run from there.
         unshare = shutil.which("unshare")
         if unshare is None or os.geteuid() != 0:
             self.skipTest("needs unshare and root for a mount namespace")
-        shell = ('mount -t tmpfs -o size=96k none /tmp || exit 99; '
-                 '"$0" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
+        small = os.path.join(self.tmp, "small")
+        os.mkdir(small)
+        shell = ('S=$2; mount -t tmpfs -o size=96k none "$S" && '
+                 'mkdir "$S/orig" && mount --bind /tmp "$S/orig" && '
+                 'mount --move "$S" /tmp || exit 99; '
+                 'py=$0; case $py in /tmp/*) py=/tmp/orig/${py#/tmp/};; esac; '
+                 '"$py" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
                  'cat /tmp/perf-*.map')
         proc = subprocess.run(
             [unshare, "-m", "sh", "-c", shell, sys.executable,
-             MANY_FUNCTIONS], capture_output=True, text=True,
+             MANY_FUNCTIONS, small], capture_output=True, text=True,
             env=env_with())
         if proc.returncode == 99:
             self.skipTest("cannot mount a tmpfs here")
