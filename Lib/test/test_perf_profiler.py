@@ -166,24 +166,49 @@ def _perf_can_sample():
 PERF_PROBLEM = _perf_can_sample() if HAVE_TRAMPOLINE else "no trampoline"
 
 
+# A program that does what a JIT does for perf, without any of the code
+# under test: it writes a minimal /tmp/jit-PID.dump (header and one code
+# load) and maps it executable, the marker perf inject looks for.
+JIT_PROBE = """\
+import mmap, os, struct, time
+pid = os.getpid()
+clock = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+code = bytes([0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3])
+body = (struct.pack("<IIQQQQ", pid, pid, 0x10000, 0x10000, len(code), 0)
+        + b"probe_function\\0" + code)
+with open(f"/tmp/jit-{pid}.dump", "wb") as f:
+    f.write(struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid,
+                        clock(), 0))
+    f.write(struct.pack("<IIQ", 0, 16 + len(body), clock()) + body)
+fd = os.open(f"/tmp/jit-{pid}.dump", os.O_RDONLY)
+marker = mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_EXEC)
+print("PID", pid, flush=True)
+sum(range(1_000_000))
+"""
+
+
 def _perf_inject_jit_works():
-    """Probe: perf inject --jit turns a jitdump into jitted-*.so here."""
+    """Probe: perf inject --jit turns a jitdump into jitted-*.so here.
+
+    The dump comes from JIT_PROBE, not from the code under test: a broken
+    dump of ours must fail TestPerfJit, not skip it."""
     if PERF_PROBLEM:
         return PERF_PROBLEM
+    if os.uname().machine != "x86_64":
+        return "the jitdump probe is written for x86_64"
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "probe.data")
         jit = os.path.join(tmp, "probe.jit.data")
-        code = ("import os; print('PID', os.getpid(), flush=True)\n"
-                "def f():\n    return sum(range(3_000_000))\nf()\n")
         rec = subprocess.run(
             perf_command("record", "-F", "999", "-k", "1", "--call-graph",
-                         "dwarf", "-o", data, "--", sys.executable, "-X",
-                         "perf_jit", "-c", code),
+                         "dwarf", "-o", data, "--", sys.executable, "-I",
+                         "-c", JIT_PROBE),
             capture_output=True, text=True, timeout=120)
         pid = re.search(r"PID (\d+)", rec.stdout)
         try:
             if rec.returncode != 0 or pid is None:
-                return "perf record --call-graph dwarf -k 1 fails here"
+                return ("perf record --call-graph dwarf -k 1 fails here: "
+                        + rec.stderr[-300:])
             inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                               "-o", jit),
                                  capture_output=True, timeout=120)
@@ -210,6 +235,12 @@ def remove_jit_files(pid):
 JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
 
 
+class Sample(list):
+    """One sample's stack, a list of (symbol, dso), leaf first; `time` is
+    its timestamp in seconds."""
+    time = None
+
+
 def parse_perf_script(text):
     """Samples of `perf script` output: lists of (symbol, dso), leaf first,
     one entry per native frame (inlined functions are left out)."""
@@ -222,7 +253,10 @@ def parse_perf_script(text):
             current = None
             continue
         if line[0] not in " \t":
-            current = []
+            current = Sample()
+            stamp = re.search(r"\s(\d+\.\d+):\s", line)
+            if stamp:
+                current.time = float(stamp.group(1))
             continue
         if current is None:
             continue
@@ -351,10 +385,20 @@ class TestPerfProfiling(PerfTestCase):
         named = {sym for s in samples for sym, _ in s}
         for name in ("ham", "eggs", "spam"):
             self.assertNotIn(f"py::{name}:{script}", named)
-        # ham did run, after deactivation, as anonymous evaluator frames
-        self.assertTrue(any(s and s[0][0].startswith("_PyEval") or
-                            "ceval" in s[0][1] or "python" in s[0][1]
-                            for s in samples))
+        # ham did run, after deactivation, as anonymous evaluator frames:
+        # samples later than the last one in foo, in the evaluator, with
+        # no py:: frame at all.  ham's loop is foo's, so they are about
+        # as many as foo's.
+        foo = f"py::foo:{script}"
+        in_foo = [s for s in samples if any(sym == foo for sym, _ in s)]
+        last_foo = max(s.time for s in in_foo)
+        in_ham = [s for s in samples
+                  if s.time > last_foo
+                  and any(sym == "_PyEval_EvalFrameDefault" for sym, _ in s)
+                  and not any(sym.startswith("py::") for sym, _ in s)]
+        self.assertGreater(len(in_ham), len(in_foo) // 3,
+                           f"{len(in_ham)} samples after deactivation, "
+                           f"{len(in_foo)} in foo before")
 
     def test_no_native_frame_skipped(self):
         # The trampoline keeps a frame record, so frame-pointer unwinding
@@ -380,8 +424,10 @@ class TestPerfProfiling(PerfTestCase):
     @unittest.skipIf(shutil.which("gdb") is None, "needs gdb")
     def test_only_evalframe_calls_trampolines(self):
         # The build's own knowledge behind test_no_native_frame_skipped:
-        # each of TRAMPOLINE_CALLERS calls trampolines with a real
-        # (indirect) call, not a jump that would leave no frame.
+        # each of TRAMPOLINE_CALLERS calls trampolines with a real call,
+        # not a jump that would leave no frame.  A trampoline call is the
+        # indirect call that passes the evaluator as fourth argument
+        # (%rcx); no indirect jump may stand in for one.
         for func in TRAMPOLINE_CALLERS:
             proc = subprocess.run(
                 ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
@@ -389,7 +435,26 @@ class TestPerfProfiling(PerfTestCase):
                 timeout=120)
             if "No symbol" in proc.stdout + proc.stderr:
                 self.skipTest("interpreter has no symbols")
-            self.assertRegex(proc.stdout, r"call\s+\*%r", func)
+            code = [line.split("\t", 1)[1] for line in proc.stdout.splitlines()
+                    if "\t" in line]
+            self.assertTrue(code, proc.stdout + proc.stderr)
+            self.assertFalse([i for i in code if re.match(r"jmp\s+\*", i)],
+                             f"{func} has an indirect jump")
+            trampoline_calls = 0
+            for n, insn in enumerate(code):
+                if not re.match(r"call\s+\*%r", insn):
+                    continue
+                # the evaluator went into %rcx within this basic block
+                for before in reversed(code[max(0, n - 8):n]):
+                    if re.match(r"(call|j[a-z]+)\s", before):
+                        break
+                    if (re.search(r",%rcx\b", before)
+                            and "<_PyEval_EvalFrameDefault>" in before):
+                        trampoline_calls += 1
+                        break
+            self.assertGreaterEqual(trampoline_calls, 1,
+                                    f"{func} calls no trampoline:\n"
+                                    + "\n".join(code))
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
@@ -1259,6 +1324,44 @@ class TestSysApi(unittest.TestCase):
                 _testinternalcapi.set_eval_frame_default()
             assert not sys.is_stack_trampoline_active()
             """)
+
+    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    def test_other_co_extra_users_unaffected(self):
+        # Trampolines live in co_extra, which sizes each code object's
+        # array for every registered user: another user's free function
+        # must still run for its own values only, never for the empty
+        # slots that our values bring along (a Python free function called
+        # so at exit crashed test_code under PYTHONPERFSUPPORT=1).
+        try:
+            import ctypes
+        except ImportError:
+            self.skipTest("needs ctypes")
+        code = """
+            import ctypes, gc, sys
+            freefunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+            freed = []
+            free = freefunc(freed.append)
+            index = ctypes.pythonapi._PyEval_RequestCodeExtraIndex(free)
+            set_extra = ctypes.pythonapi._PyCode_SetExtra
+            set_extra.argtypes = (ctypes.py_object, ctypes.c_ssize_t,
+                                  ctypes.c_void_p)
+            ns = {}
+            exec("def mine(): return 1", ns)
+            mine = ns.pop("mine")
+            set_extra(mine.__code__, index, 1234)
+            mine()
+            for i in range(200):
+                exec(f"def f{i}(): return {i}\\nf{i}()")
+                exec(f"del f{i}")
+            del mine
+            gc.collect()
+            print(freed)
+            """
+        for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
+            with self.subTest(args=args):
+                proc = run_python(*args, "-c", textwrap.dedent(code))
+                self.assertEqual((proc.returncode, proc.stdout),
+                                 (0, "[1234]\n"), proc.stderr)
 
     @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
     def test_semantics_unchanged_under_trampoline(self):
