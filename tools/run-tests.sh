@@ -3,19 +3,39 @@
 #
 #   run-tests.sh PYTHON...
 #
-# For each interpreter: Lib/test/test_perf_profiler.py (verbose), then the
-# CPython suites whose code our patches touch, which must pass as they do on
-# stock 3.11.2.  The caller (make test) has cleared PYTHON* variables.
-# Ends with one line "N passed, N failed", counting test modules.
+# For each interpreter: Lib/test/test_perf_profiler.py (verbose).  Then, on
+# the first interpreter, a slice of CPython's own suite in three modes (off,
+# PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1), which must give the same
+# result test by test but for the README's known differences
+# (tools/suite-modes.py, which also removes the perf files the runs make);
+# on the others, the CPython suites whose code our patches touch, as before.
+# The caller (make test) has cleared PYTHON* variables.
+# Ends with one line "N passed, N failed", counting test modules and the
+# three-mode comparison.
 set -u
+here=$(cd "$(dirname "$0")" && pwd)
+# Calls, frames, generators, coroutines, threads, processes, signals,
+# tracing and profiling, sys, embedding, gc, weakrefs, descriptors,
+# exceptions and tracebacks, pickling, introspection, debuggers.
+MODES_TESTS="test_call test_frame test_scope test_funcattrs test_code
+ test_generators test_coroutines test_asyncgen test_asyncio test_contextlib
+ test_contextlib_async test_threading test_thread test_threading_local
+ test_subprocess test_multiprocessing_fork test_signal test_faulthandler
+ test_sys_settrace test_sys_setprofile test_sys test_embed test_capi
+ test_cmd_line test_gc test_weakref test_descr test_class test_exceptions
+ test_traceback test_pickle test_copyreg test_dis test_inspect test_functools
+ test_bdb test_pdb test_trace test_profile test_cprofile"
 CPYTHON_TESTS="test_sys test_cmd_line test_embed test_capi test_threading test_subprocess"
 passed=0
 failed=0
 failures=""
+first=""
 
 for py in "$@"; do
     echo "=== $py: $("$py" -c 'import sys; print(sys.version)' | head -1)"
-    for t in test_perf_profiler $CPYTHON_TESTS; do
+    tests="test_perf_profiler"
+    [ -n "$first" ] && tests="$tests $CPYTHON_TESTS"
+    for t in $tests; do
         verbose=""
         [ "$t" = test_perf_profiler ] && verbose=-v
         if "$py" -m test $verbose "$t"; then
@@ -25,6 +45,19 @@ for py in "$@"; do
             failures="$failures $py:$t"
         fi
     done
+    if [ -z "$first" ]; then
+        first=$py
+        echo "=== $py: CPython's suite off, with PYTHONPERFSUPPORT=1, with PYTHON_PERF_JIT_SUPPORT=1"
+        # shellcheck disable=SC2086
+        if "$py" "$here/suite-modes.py" --python "$py" --jobs 2 \
+               --out "$(dirname "$py")/suite-modes" \
+               --known "$here/../README.md" $MODES_TESTS; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+            failures="$failures $py:suite-modes"
+        fi
+    fi
 done
 
 echo

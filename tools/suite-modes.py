@@ -12,8 +12,8 @@ caller's other PYTHON* variables are removed.
 Results are compared per test module (regrtest's verdict) and per test case
 (the JUnit XML).  Every result that is not the same in the three modes is a
 difference; a difference is allowed only if the "Known differences" section
-of --known lists it (a line "- `ID` (MODE, MODE): reason", where ID is a
-test module, or a test case id as unittest prints it).  Listed differences
+of --known lists it (an item "- `ID`, `ID` (MODE, MODE): reason", where
+an ID is a test module or a test case id as unittest prints it).  Listed differences
 that did not show up are reported too (only for modules that ran).
 
 Each run gets a /tmp of its own (a mount namespace, when we may make one),
@@ -89,7 +89,8 @@ def read_known(path):
     """{(id, mode): reason} from the README's list of known differences.
 
     The list is the section whose heading says "Known differences"; each
-    item is "- `ID` (MODE, MODE): reason", continued on indented lines.
+    item is "- `ID`, `ID` (MODE, MODE): reason", continued on indented
+    lines; an ID is a test module or a test case id.
     """
     known = {}
     if not path:
@@ -104,17 +105,18 @@ def read_known(path):
                 items.append(line.strip())
             elif in_section and items and line.startswith("  "):
                 items[-1] += " " + line.strip()
-    item = re.compile(r"- `([\w.]+)` \(([\w, ]+)\):\s*(.*)")
+    item = re.compile(r"- ((?:`[\w.]+`,? )+)\(([\w, ]+)\):\s*(.*)")
     for text in items:
         m = item.fullmatch(text)
         if not m:
             sys.exit(f"{path}: a known difference must read "
-                     f"'- `TEST` (MODE, ...): reason', not: {text}")
+                     f"'- `TEST`, ... (MODE, ...): reason', not: {text}")
         for mode in m.group(2).split(","):
             mode = mode.strip()
             if mode not in MODES or mode == "off":
                 sys.exit(f"{path}: unknown mode {mode!r} in: {text}")
-            known[(m.group(1), mode)] = m.group(3)
+            for name in re.findall(r"`([\w.]+)`", m.group(1)):
+                known[(name, mode)] = m.group(3)
     return known
 
 
@@ -240,7 +242,7 @@ def case_results(xml_path):
     return cases
 
 
-def failure_text(xml_path, case_id, limit=25):
+def failure_text(xml_path, case_id, limit=12):
     if not os.path.exists(xml_path):
         return ""
     for case in ET.parse(xml_path).getroot().iter("testcase"):
