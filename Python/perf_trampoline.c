@@ -149,60 +149,36 @@ struct _PyPerfFile {
     char stage[RECORD_MAX];       /* the record being assembled */
 };
 
-/* When this process started, as a CLOCK_REALTIME time in nanoseconds, or
-   -1 if /proc cannot tell.  /proc/self/stat gives the start in clock ticks
-   after boot, which CLOCK_BOOTTIME counts too. */
-static long long
-process_start_ns(void)
+/* When this program started: the time file timestamps are taken from
+   (the coarse real-time clock), read when the executable or library is
+   loaded, after fork() and exec() alike. */
+static struct timespec image_start;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor))
+#endif
+static void
+note_image_start(void)
 {
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    ssize_t n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0) {
-        return -1;
-    }
-    buf[n] = '\0';
-    /* Field 22; the command name (field 2) may hold spaces and ')'. */
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p != NULL && field < 22; field++) {
-        p = strchr(p + 1, ' ');
-    }
-    long ticks_per_s = sysconf(_SC_CLK_TCK);
-    struct timespec boot, real;
-    if (p == NULL || ticks_per_s <= 0
-        || clock_gettime(CLOCK_BOOTTIME, &boot) < 0
-        || clock_gettime(CLOCK_REALTIME, &real) < 0)
-    {
-        return -1;
-    }
-    long long ticks = strtoll(p + 1, NULL, 10);
-    long long since_boot = ticks * (1000000000LL / ticks_per_s);
-    long long boot_ns = boot.tv_sec * 1000000000LL + boot.tv_nsec;
-    long long real_ns = real.tv_sec * 1000000000LL + real.tv_nsec;
-    return real_ns - (boot_ns - since_boot);
+    (void)clock_gettime(CLOCK_REALTIME_COARSE, &image_start);
 }
 
-/* Is the file's content from an earlier process that had our pid?  The
+/* Is the file's content from an earlier program that had our pid?  The
    map belongs to the process, and something else in it (a JIT, an agent)
    may have written lines before our first one: those stay.  Content last
-   written before this process started cannot be this process's. */
+   written before this program started cannot be its own. */
 static int
 content_is_stale(const struct stat *st)
 {
     if (st->st_size == 0) {
         return 0;
     }
-    long long start = process_start_ns();
-    if (start < 0) {
+    if (image_start.tv_sec == 0) {
         return 1;
     }
-    long long mtime = st->st_mtim.tv_sec * 1000000000LL + st->st_mtim.tv_nsec;
-    /* The start is known to a clock tick; pids are not reused that fast. */
-    return mtime < start - 50000000LL;
+    return (st->st_mtim.tv_sec < image_start.tv_sec
+            || (st->st_mtim.tv_sec == image_start.tv_sec
+                && st->st_mtim.tv_nsec < image_start.tv_nsec));
 }
 
 /* Open the file of this process, for appending.  The name is predictable
