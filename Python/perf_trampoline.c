@@ -149,6 +149,12 @@ struct _PyPerfFile {
     char stage[RECORD_MAX];       /* the record being assembled */
 };
 
+/* Serializes opening and closing files (and the C API's writes) with
+   threads that call the PyUnstable_ perf map functions without the GIL.
+   Records of the trampolines are written with the GIL held, by one
+   write() each, which O_APPEND keeps whole among other writers. */
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+
 /* When this program started: the time file timestamps are taken from
    (the coarse real-time clock), read when the executable or library is
    loaded, after fork() and exec() alike. */
@@ -290,6 +296,7 @@ static struct {
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
     int atfork_registered;
+    int persist_after_fork;       /* see the C API */
     volatile int forked;          /* set in a child, until files move */
 } perf = {
     .backends = {
@@ -582,6 +589,8 @@ atfork_child(void)
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
     }
+    /* Another thread of the parent may have held it. */
+    pthread_mutex_init(&files_lock, NULL);
     perf.forked = 1;
 }
 
@@ -608,10 +617,22 @@ find_backend(const char *name)
     return NULL;
 }
 
-/* Open the backend's file if it is not open yet.  -1 with errno set. */
+/* Open the backend's file if it is not open yet.  -1 with errno set.
+   Callers hold files_lock. */
 static int
 open_backend(backend_state *st)
 {
+    perf.code_size = (size_t)(_Py_trampoline_func_end
+                              - _Py_trampoline_func_start);
+    /* Before any file is open: a forked child must not write to it. */
+    if (!perf.atfork_registered) {
+        int rc = pthread_atfork(NULL, NULL, atfork_child);
+        if (rc != 0) {
+            errno = rc;
+            return -1;
+        }
+        perf.atfork_registered = 1;
+    }
     if (st->file == NULL) {
         st->file = PyMem_RawMalloc(sizeof(_PyPerfFile));
         if (st->file == NULL) {
@@ -620,17 +641,16 @@ open_backend(backend_state *st)
         }
         st->file->fd = -1;
     }
-    if (st->file->fd >= 0) {
-        return 0;
-    }
-    if (file_open(st->file, st->backend) < 0) {
-        return -1;
-    }
-    if (st->backend->init(st->file) < 0) {
-        int saved = errno;
-        file_close(st->file);
-        errno = saved;
-        return -1;
+    if (st->file->fd < 0) {
+        if (file_open(st->file, st->backend) < 0) {
+            return -1;
+        }
+        if (st->backend->init(st->file) < 0) {
+            int saved = errno;
+            file_close(st->file);
+            errno = saved;
+            return -1;
+        }
     }
     size_t size = st->backend->bytes_per_code(perf.code_size);
     st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
@@ -695,27 +715,21 @@ activate(const char *name)
             return -1;
         }
     }
-    if (!perf.atfork_registered) {
-        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "cannot register the fork handler of stack "
-                            "trampolines");
-            return -1;
-        }
-        perf.atfork_registered = 1;
-    }
     if (perf.forked) {
         leave_parent_files();
     }
     /* The new backend's file first: if it cannot be had, the active
        backend, if any, stays as it is. */
-    if (open_backend(st) < 0) {
-        warn_file_error("create", st);
-        return 1;
-    }
-    if (describe_all(st) < 0) {
-        warn_file_error("write", st);
+    pthread_mutex_lock(&files_lock);
+    int failed = open_backend(st) < 0 ? 1 : describe_all(st) < 0 ? 2 : 0;
+    int saved = errno;
+    if (failed == 2) {
         file_close(st->file);
+    }
+    pthread_mutex_unlock(&files_lock);
+    if (failed) {
+        errno = saved;
+        warn_file_error(failed == 1 ? "create" : "write", st);
         return 1;
     }
     deactivate();
@@ -751,6 +765,7 @@ _PyPerfTrampoline_Fini(void)
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
     deactivate();
+    pthread_mutex_lock(&files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
         backend_state *st = &perf.backends[i];
         if (st->file != NULL && st->file->fd >= 0) {
@@ -758,6 +773,7 @@ _PyPerfTrampoline_Fini(void)
             file_close(st->file);
         }
     }
+    pthread_mutex_unlock(&files_lock);
     PyErr_Restore(exc, val, tb);
     /* The next interpreter (Py_Initialize() again) hands out co_extra
        indexes anew, and the code objects the slots point to die with this
@@ -1000,6 +1016,159 @@ const _PyPerfBackend _PyPerf_MapBackend = {
     .bytes_per_code = perf_map_bytes_per_code,
 };
 
+
+
+/* ---- The C API (PyUnstable_*) ------------------------------------------- */
+
+/* JIT compilers and agents inside the process describe their own code in
+   the same map, through the same file: one writer for all, safe to call
+   from any thread, with or without the GIL, whether or not a trampoline
+   backend is active. */
+
+static backend_state *
+map_state(void)
+{
+    return &perf.backends[0];
+}
+
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    pthread_mutex_lock(&files_lock);
+    int rc = open_backend(map_state());
+    pthread_mutex_unlock(&files_lock);
+    return rc < 0 ? -1 : 0;
+}
+
+/* write() all of it; the file is O_APPEND, so one call places it whole. */
+static int
+write_whole(int fd, const char *data, size_t size)
+{
+    ssize_t n;
+    do {
+        n = write(fd, data, size);
+    } while (n < 0 && errno == EINTR);
+    return n == (ssize_t)size ? 0 : -1;
+}
+
+int
+PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
+                             const char *entry_name)
+{
+    if (entry_name == NULL) {
+        return -1;
+    }
+    size_t len = strlen(entry_name);
+    char small[512];
+    char *line = small;
+    if (len + 2 * 16 + 3 > sizeof(small)) {
+        line = PyMem_RawMalloc(len + 2 * 16 + 3);
+        if (line == NULL) {
+            return -1;
+        }
+    }
+    char *p = put_hex(line, (uintptr_t)code_addr);
+    *p++ = ' ';
+    p = put_hex(p, code_size);
+    *p++ = ' ';
+    for (size_t i = 0; i < len; i++) {
+        /* one record per line, whatever the name holds */
+        unsigned char c = (unsigned char)entry_name[i];
+        *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
+    }
+    *p++ = '\n';
+    pthread_mutex_lock(&files_lock);
+    int rc = open_backend(map_state());
+    if (rc == 0) {
+        rc = write_whole(map_state()->file->fd, line, (size_t)(p - line));
+    }
+    pthread_mutex_unlock(&files_lock);
+    if (line != small) {
+        PyMem_RawFree(line);
+    }
+    return rc;
+}
+
+/* Close the map, unless the trampolines still write to it. */
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+    pthread_mutex_lock(&files_lock);
+    backend_state *st = map_state();
+    if (perf.active != st && st->file != NULL && st->file->fd >= 0) {
+        file_close(st->file);
+    }
+    pthread_mutex_unlock(&files_lock);
+}
+
+/* Append the content of another process's map (a parent's, typically) to
+   this process's. */
+int
+PyUnstable_CopyPerfMapFile(const char *parent_filename)
+{
+    if (parent_filename == NULL) {
+        return -1;
+    }
+    int from = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (from < 0) {
+        return -1;
+    }
+    char *buf = PyMem_RawMalloc(RECORD_MAX);
+    int rc = buf == NULL ? -1 : 0;
+    pthread_mutex_lock(&files_lock);
+    if (rc == 0) {
+        rc = open_backend(map_state());
+    }
+    struct stat a, b;
+    if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
+                    || fstat(map_state()->file->fd, &b) < 0
+                    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
+    {
+        rc = -1;
+    }
+    while (rc == 0) {
+        ssize_t n = read(from, buf, RECORD_MAX);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        rc = write_whole(map_state()->file->fd, buf, (size_t)n);
+    }
+    pthread_mutex_unlock(&files_lock);
+    PyMem_RawFree(buf);
+    close(from);
+    return rc;
+}
+
+/* Give `co` its trampoline now (a pre-fork server's master, before it
+   forks its workers, so that they share the trampolines and their
+   names).  0 on success or when it has one; -1 when no backend is active
+   or the trampoline could not be made. */
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+    if (co == NULL || perf.active == NULL) {
+        return -1;
+    }
+    if (trampoline_of(co) != NULL) {
+        return 0;
+    }
+    return new_trampoline(co) != NULL ? 0 : -1;
+}
+
+/* Upstream's switch between two behaviours of a forked child.  Here the
+   child always keeps its inherited trampolines and their names (its own
+   map describes them too), so the setting is only remembered. */
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
+{
+    perf.persist_after_fork = enable;
+    return enable;
+}
+
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
 /* Never installed where there is no trampoline; defined so that ceval.c
@@ -1013,6 +1182,31 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
+
+int PyUnstable_PerfMapState_Init(void) { return -1; }
+int
+PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
+                             unsigned int Py_UNUSED(code_size),
+                             const char *Py_UNUSED(entry_name))
+{
+    return -1;
+}
+void PyUnstable_PerfMapState_Fini(void) {}
+int
+PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
+{
+    return 0;
+}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
 
