@@ -621,7 +621,7 @@ static PyTypeObject BoxType = {
 };
 
 
-/* --- the module ----------------------------------------------------------- */
+/* --- the module ------------------------------------------------------ */
 
 static PyMethodDef abiext_methods[] = {
     {"call", (PyCFunction)(void (*)(void))abiext_call,

@@ -20,8 +20,9 @@ prints sizeof, alignment and offsetof of every struct and member (bit
 positions for bit fields, found at run time); it is compiled against
 each set and run, and the two outputs must be identical.
 
---self-test adds a member to PyThreadState in a copy of the patched
-headers and checks that the comparison fails and names it.
+--self-test adds a member to PyThreadState and changes METH_O in a copy
+of the patched headers, and checks that the comparison fails and names
+both.
 
 Ends with one summary line; exits non-zero on any difference.
 """
@@ -428,15 +429,28 @@ def self_test(work, stock_src, stock_conf, patched_src, patched_conf):
     text = text.replace(anchor, anchor + "    int abi_selftest_extra;\n", 1)
     with open(path, "w") as f:
         f.write(text)
+    # ... and a macro with another value.
+    path = os.path.join(fake, "Include", "methodobject.h")
+    with open(path) as f:
+        text = f.read()
+    assert "#define METH_O        0x0008\n" in text, \
+        "self-test: METH_O not in methodobject.h"
+    with open(path, "w") as f:
+        f.write(text.replace("#define METH_O        0x0008\n",
+                             "#define METH_O        0x0009\n"))
     problems = compare(os.path.join(work, "selftest"), stock_src, stock_conf,
                        fake, patched_conf)
     shutil.rmtree(fake, ignore_errors=True)
     named = [p for p in problems if "struct _ts" in p]
     ok = any("abi_selftest_extra" in p for p in named) and \
-        any("offset" in p for p in named)
-    for p in problems[:5]:
+        any("offset" in p for p in named) and \
+        any(p.startswith("#define METH_O:") for p in problems)
+    shown = problems[:3]
+    shown += [p for p in problems if "METH_O" in p and p not in shown]
+    for p in shown:
         print("  found: " + p)
-    print(f"layout self-test: {'1 passed, 0 failed' if ok else '0 passed, 1 failed'}")
+    print("layout self-test: " +
+          ("1 passed, 0 failed" if ok else "0 passed, 1 failed"))
     return 0 if ok else 1
 
 
