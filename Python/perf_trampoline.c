@@ -838,10 +838,78 @@ control_bytes(uint64_t w)
     return ((w - ones * 0x20) | (x - ones)) & ~w & (ones * 0x80);
 }
 
-/* Append at most `room` bytes of the UTF-8 text of `str`, control
-   characters replaced (a name must stay on its line).  Never raises.
-   This runs for every new code object: ASCII strings (almost all names)
-   are read straight from the object, eight bytes at a time. */
+/* Write code point `c` to `out` (room for 6 bytes) as a name may show
+   it; return the byte count.  A name must stay one line of valid UTF-8:
+   control characters (C0, DEL, C1) and the Unicode line and paragraph
+   separators become '?', and a lone surrogate (a file name that is not
+   UTF-8 decodes to those, with surrogateescape) is spelt \udcXX. */
+static size_t
+put_code_point(char *out, Py_UCS4 c)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0x2028 || c == 0x2029) {
+        out[0] = '?';
+        return 1;
+    }
+    if (c < 0x80) {
+        out[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (char)(0xc0 | (c >> 6));
+        out[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c >= 0xd800 && c <= 0xdfff) {
+        out[0] = '\\';
+        out[1] = 'u';
+        for (int i = 0; i < 4; i++) {
+            out[2 + i] = hex[(c >> (12 - 4 * i)) & 15];
+        }
+        return 6;
+    }
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | (c >> 12));
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (c >> 18));
+    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+/* Append at most `room` bytes of a string that is not ASCII, encoded
+   here, character by character, and cut at a character boundary.
+   PyUnicode_AsUTF8AndSize() would raise for a lone surrogate, and the
+   exception it creates may start the garbage collector, which may run
+   Python code (finalizers, and with them new trampolines) while a record
+   is half assembled. */
+static size_t
+put_unicode_text(char *dst, size_t room, PyObject *str)
+{
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
+    size_t n = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        char out[6];
+        size_t k = put_code_point(out, PyUnicode_READ(kind, data, i));
+        if (k > room - n) {
+            break;
+        }
+        memcpy(dst + n, out, k);
+        n += k;
+    }
+    return n;
+}
+
+/* Append at most `room` bytes of the UTF-8 text of `str`, as
+   put_code_point() shows each character.  Never raises.  This runs for
+   every new code object: ASCII strings (almost all names) are read
+   straight from the object, eight bytes at a time. */
 static size_t
 put_text(char *dst, size_t room, PyObject *str)
 {
@@ -852,8 +920,8 @@ put_text(char *dst, size_t room, PyObject *str)
             text = (const char *)PyUnicode_DATA(str);
             size = PyUnicode_GET_LENGTH(str);
         }
-        else {
-            text = PyUnicode_AsUTF8AndSize(str, &size);
+        else if (PyUnicode_READY(str) == 0) {
+            return put_unicode_text(dst, room, str);
         }
     }
     if (text == NULL) {
