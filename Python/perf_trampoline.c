@@ -1097,8 +1097,11 @@ find_xoption(const PyConfig *config, const wchar_t *name)
     return found;
 }
 
-/* An environment variable that enables a backend: a non-zero integer.
-   Anything else, including an empty value, is ignored. */
+/* An environment variable that enables a backend: an integer other than
+   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
+   digits, leading blanks allowed, within the range of a C int).  Unset or
+   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
+   ignores it silently). */
 static int
 env_enables(const PyConfig *config, const char *name)
 {
@@ -1109,7 +1112,17 @@ env_enables(const PyConfig *config, const char *name)
     char *end;
     errno = 0;
     long v = strtol(value, &end, 10);
-    return errno == 0 && *end == '\0' && v != 0;
+    if (end != value && *end == '\0' && errno == 0
+        && v >= INT_MIN && v <= INT_MAX)
+    {
+        return v != 0;
+    }
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "%s=%.100s is not an integer in the range of a C "
+                         "int; ignored", name, value) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    return 0;
 }
 
 void
