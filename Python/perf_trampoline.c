@@ -309,6 +309,7 @@ static struct {
     backend_state *active;        /* NULL when off */
     int atfork_registered;
     volatile int forked;          /* set in a child, until files move */
+    int finalized;                /* _PyPerfTrampoline_Fini() has run */
 } perf = {
     .backends = {
         {&_PyPerf_MapBackend, NULL, 0},
@@ -686,6 +687,13 @@ activate(const char *name)
                         "frame evaluator (PEP 523) is already installed");
         return -1;
     }
+    if (perf.finalized) {
+        /* The files are complete: opening one again would truncate it. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot activate a stack trampoline during "
+                        "interpreter finalization");
+        return -1;
+    }
     if (st == perf.active && !perf.forked) {
         return 0;
     }
@@ -767,6 +775,10 @@ _PyPerfTrampoline_Fini(void)
         }
     }
     PyErr_Restore(exc, val, tb);
+    /* Until the next initialization (embedding applications may have
+       one): finalizers still run Python code, and may call
+       sys.activate_stack_trampoline(). */
+    perf.finalized = 1;
     /* The arenas stay mapped: a daemon thread may still be inside one. */
 }
 
@@ -1128,6 +1140,9 @@ env_enables(const PyConfig *config, const char *name)
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    perf.finalized = 0;
+#endif
     /* Later sources override earlier ones: the perf_jit spelling over
        the perf one, -X over the environment. */
     const char *backend = NULL;
