@@ -330,6 +330,7 @@ arena_new(size_t slot_size)
     size_t info_size = nslots * sizeof(slot_info);
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
     if (a == NULL) {
+        errno = ENOMEM;
         return NULL;
     }
     /* Fresh anonymous pages are zeroed: the slot records need no memset,
@@ -342,7 +343,9 @@ arena_new(size_t slot_size)
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
+        int saved = errno;
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     /* One copy of the template, then doubling copies of the filled part. */
@@ -352,8 +355,10 @@ arena_new(size_t slot_size)
         memcpy(mem + done * slot_size, mem, n * slot_size);
     }
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        int saved = errno;
         munmap(mem, size);
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     __builtin___clear_cache(mem, mem + size);
@@ -365,8 +370,10 @@ arena_new(size_t slot_size)
     a->prev = perf.arenas;
     perf.arenas = a;
     return a;
-fail:
+fail:;
+    int saved = errno;
     PyMem_RawFree(a);
+    errno = saved;
     return NULL;
 }
 
@@ -438,6 +445,24 @@ warn_file_error(const char *what, backend_state *st)
     PyErr_Restore(exc, val, tb);
 }
 
+/* The same about executable memory for trampolines (errno says why: an
+   address space limit, a policy that forbids executable mappings). */
+static void
+warn_memory_error(backend_state *st)
+{
+    int saved = errno;
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot map executable memory for "
+                         "trampolines: %s; the %s backend is off and perf "
+                         "will not name Python functions",
+                         strerror(saved), st->backend->name) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
 /* Describe one slot to the active backend. */
 static int
 describe(backend_state *st, const char *tramp, slot_info *info, int bit)
@@ -452,7 +477,8 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
 
 /* Give `code` the next free trampoline, spaced as backend `st` needs
    (an arena made for a backend that needed less room is left as it is),
-   and make it the code object's.  NULL if that cannot be done. */
+   and make it the code object's.  NULL with errno set if that cannot be
+   done. */
 static char *
 assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
 {
@@ -466,6 +492,7 @@ assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
     char *tramp = a->start + a->nused * a->slot_size;
     if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
         PyErr_Clear();
+        errno = ENOMEM;
         return NULL;
     }
     slot_info *info = &a->info[a->nused++];
@@ -521,6 +548,9 @@ new_trampoline(PyCodeObject *code)
     slot_info *info;
     char *tramp = assign_slot(st, code, &info);
     if (tramp == NULL) {
+        /* Once: calls of new code objects would all try again. */
+        warn_memory_error(st);
+        deactivate();
         return NULL;
     }
     if (describe(st, tramp, info, (int)(st - perf.backends)) < 0) {
