@@ -698,7 +698,8 @@ activate(const char *name)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
-        PyErr_Format(PyExc_ValueError, "invalid backend: %s", name);
+        /* (cut: the name is the caller's, of any length) */
+        PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
         return -1;
     }
     PyThreadState *tstate = _PyThreadState_GET();
@@ -1220,7 +1221,8 @@ sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
     if (!PyUnicode_Check(arg)) {
         PyErr_Format(PyExc_TypeError,
                      "activate_stack_trampoline() argument must be str, "
-                     "not %.200s", Py_TYPE(arg)->tp_name);
+                     "not %.50s",
+                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
         return NULL;
     }
     Py_ssize_t size;
