@@ -1161,8 +1161,8 @@ env_enables(const PyConfig *config, const char *name)
         return v != 0;
     }
     if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "%s=%.100s is not an integer in the range of a C "
-                         "int; ignored", name, value) < 0) {
+                         "%s='%.100s' is not an integer in the range of a "
+                         "C int; ignored", name, value) < 0) {
         PyErr_WriteUnraisable(NULL);
     }
     return 0;
