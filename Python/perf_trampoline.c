@@ -98,6 +98,7 @@
 #include <sys/file.h>             // flock()
 #include <sys/mman.h>             // mmap()
 #include <sys/stat.h>             // fstat()
+#include <time.h>                 // clock_gettime()
 #include <unistd.h>
 
 /* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
@@ -134,12 +135,8 @@ trampoline_of(PyCodeObject *code)
 #define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
 /* A record is assembled in a private buffer of RECORD_MAX bytes, then
-   copied into a shared mapping of the file, a window of WINDOW_SIZE bytes
-   that moves along as the file grows. */
+   appended to the file with one write(). */
 #define RECORD_MAX (16 * 1024)
-#define WINDOW_SIZE (64 * 1024)
-/* The bytes of a record that are stored last, see _PyPerfFile_Commit(). */
-#define RECORD_HEAD 8
 
 
 /* ---- Files -------------------------------------------------------------- */
@@ -147,86 +144,62 @@ trampoline_of(PyCodeObject *code)
 struct _PyPerfFile {
     int fd;                       /* -1 when closed */
     long pid;                     /* the pid in the file name */
+    int kept;                     /* the file had records when opened */
     char path[64];
-    off_t written;                /* bytes of whole records in the file */
-    char *window;                 /* MAP_SHARED view of the file, or NULL */
-    off_t window_at;              /* file offset of window[0] */
-    char pad;                     /* the bytes after the last record */
     char stage[RECORD_MAX];       /* the record being assembled */
 };
 
+/* When this program started: the time file timestamps are taken from
+   (the coarse real-time clock), read when the executable or library is
+   loaded, after fork() and exec() alike. */
+static struct timespec image_start;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor))
+#endif
 static void
-file_unmap(_PyPerfFile *file)
+note_image_start(void)
 {
-    if (file->window != NULL) {
-        munmap(file->window, WINDOW_SIZE);
-        file->window = NULL;
-    }
+    (void)clock_gettime(CLOCK_REALTIME_COARSE, &image_start);
 }
 
-/* Map the stretch of the file from the end of the last record on, room
-   for at least one more record (WINDOW_SIZE > RECORD_MAX + a page).  It
-   is allocated on disk first: storing into a shared mapping of a file
-   that has no room raises SIGBUS, while posix_fallocate() reports a full
-   disk (or a file size limit) as an error. */
+/* Is the file's content from an earlier program that had our pid?  The
+   map belongs to the process, and something else in it (a JIT, an agent)
+   may have written lines before our first one: those stay.  Content last
+   written before this program started cannot be its own. */
 static int
-file_move_window(_PyPerfFile *file)
+content_is_stale(const struct stat *st)
 {
-    static long page_size;
-    if (page_size == 0) {
-        page_size = sysconf(_SC_PAGESIZE);
+    if (st->st_size == 0) {
+        return 0;
     }
-    off_t at = file->written & ~(off_t)(page_size - 1);
-    int rc = posix_fallocate(file->fd, at, WINDOW_SIZE);
-    if (rc != 0) {
-        /* Give back what a partial allocation took; the old window may
-           now reach past the end of the file. */
-        file_unmap(file);
-        (void)ftruncate(file->fd, file->written);
-        errno = rc;
-        return -1;
+    if (image_start.tv_sec == 0) {
+        return 1;
     }
-    char *window = mmap(NULL, WINDOW_SIZE, PROT_READ | PROT_WRITE,
-                        MAP_SHARED, file->fd, at);
-    if (window == MAP_FAILED) {
-        return -1;
-    }
-    file_unmap(file);
-    file->window = window;
-    file->window_at = at;
-    if (file->pad != 0) {
-        /* posix_fallocate() leaves zeros.  The pages get filled in 1 KiB
-           pieces: glibc's memset takes `rep stosb` above 2 KiB, which
-           callgrind, our instruction counter, counts byte by byte. */
-        for (size_t done = (size_t)(file->written - at); done < WINDOW_SIZE;
-             done += 1024) {
-            size_t n = WINDOW_SIZE - done < 1024 ? WINDOW_SIZE - done : 1024;
-            memset(window + done, file->pad, n);
-        }
-    }
-    return 0;
+    return (st->st_mtim.tv_sec < image_start.tv_sec
+            || (st->st_mtim.tv_sec == image_start.tv_sec
+                && st->st_mtim.tv_nsec < image_start.tv_nsec));
 }
 
-/* Create the file for this process.  The name is predictable and /tmp is
-   shared, so nothing found there is trusted: a symlink fails the open
-   (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and anything but a
-   regular file of ours with a single link is left alone.  So is a file
-   that a live process holds (flock): one with our pid in another pid
-   namespace that shares /tmp, whose mapping of the file truncating it
-   would turn into SIGBUS.  What is left is a stale file of an earlier
-   process with our pid: it is truncated. */
+/* Open the file of this process, for appending.  The name is predictable
+   and /tmp is shared, so nothing found there is trusted: a symlink fails
+   the open (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and
+   anything but a regular file of ours with a single link is left alone.
+   So is a file that another live process holds (flock): one with our pid
+   in another pid namespace that shares /tmp.  A stale file, left by an
+   earlier process with our pid, is emptied: perf would take its names
+   for ours. */
 static int
 file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
 {
     file->pid = (long)getpid();
-    file->written = 0;
-    file->window = NULL;
-    file->pad = backend->pad;
+    file->kept = 0;
     PyOS_snprintf(file->path, sizeof(file->path), backend->path_format,
                   file->pid);
+    /* Readable too: the jitdump backend maps its file. */
     int fd = open(file->path,
-                  O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                  0600);
+                  O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK
+                  | O_CLOEXEC, 0600);
     if (fd < 0) {
         return -1;
     }
@@ -244,8 +217,16 @@ file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
         }
         goto fail;
     }
-    if (fcntl(fd, F_SETFL, 0) < 0 || ftruncate(fd, 0) < 0) {
+    if (fcntl(fd, F_SETFL, O_APPEND) < 0) {
         goto fail;
+    }
+    if (content_is_stale(&st)) {
+        if (ftruncate(fd, 0) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        file->kept = st.st_size > 0;
     }
     file->fd = fd;
     return 0;
@@ -257,23 +238,23 @@ fail:;
 }
 
 /* Let go of the file without touching it: in the child of fork(), the
-   descriptor and the mapping are the parent's. */
+   descriptor (and its lock) is the parent's. */
 static void
 file_drop(_PyPerfFile *file)
 {
-    file_unmap(file);
     if (file->fd >= 0) {
         close(file->fd);
         file->fd = -1;
     }
 }
 
-/* Cut off the allocated room after the last record, and close. */
+/* Unlock and close.  (The lock goes with the open file, which a mapping
+   of the file, like the jitdump's marker, would keep alive.) */
 static void
 file_close(_PyPerfFile *file)
 {
     if (file->fd >= 0) {
-        (void)ftruncate(file->fd, file->written);
+        (void)flock(file->fd, LOCK_UN);
     }
     file_drop(file);
 }
@@ -293,6 +274,7 @@ typedef struct arena {
     size_t slot_size;             /* distance between two trampolines */
     size_t nslots;
     size_t nused;                 /* slots handed out */
+    int inherited;                /* made by the parent of a fork() */
     slot_info *info;              /* one per slot */
 } arena;
 
@@ -483,7 +465,12 @@ static char *
 assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
 {
     arena *a = perf.arenas;
-    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size) {
+    /* Not in an arena inherited through fork(): perf names an anonymous
+       mapping after the process that created it, and would look up the
+       child's new trampolines in the parent's file. */
+    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size
+        || a->inherited)
+    {
         a = arena_new(st->slot_size);
         if (a == NULL) {
             return NULL;
@@ -623,6 +610,9 @@ atfork_child(void)
             file_drop(perf.backends[i].file);
         }
     }
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        a->inherited = 1;
+    }
     perf.forked = 1;
 }
 
@@ -719,13 +709,16 @@ activate(const char *name)
         return -1;
     }
     if (perf.finalized) {
-        /* The files are complete: opening one again would truncate it. */
+        /* The files are complete (the dump ends with its CLOSE record),
+           and nothing would complete them again. */
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot activate a stack trampoline during "
                         "interpreter finalization");
         return -1;
     }
-    if (st == perf.active && !perf.forked) {
+    if (st == perf.active && !perf.forked
+        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+    {
         return 0;
     }
     if (code_index < 0) {
@@ -806,11 +799,21 @@ _PyPerfTrampoline_Fini(void)
         }
     }
     PyErr_Restore(exc, val, tb);
+    /* The next interpreter (Py_Initialize() again) hands out co_extra
+       indexes anew, and the code objects the slots point to die with this
+       one: forget both.  The arenas stay mapped, and their used slots
+       used: a daemon thread may still be inside one, and perf may name
+       samples taken there. */
+    code_index = -1;
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        for (size_t i = 0; i < a->nused; i++) {
+            a->info[i].code = NULL;
+        }
+    }
     /* Until the next initialization (embedding applications may have
        one): finalizers still run Python code, and may call
        sys.activate_stack_trampoline(). */
     perf.finalized = 1;
-    /* The arenas stay mapped: a daemon thread may still be inside one. */
 }
 
 void *
@@ -820,29 +823,34 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
         errno = EMSGSIZE;
         return NULL;
     }
-    if ((file->window == NULL
-         || file->written + (off_t)size > file->window_at + WINDOW_SIZE)
-        && file_move_window(file) < 0)
-    {
-        return NULL;
-    }
     return file->stage;
 }
 
-/* Copy the record into the file.  Its first RECORD_HEAD bytes go last:
-   until then they read as the backend's pad, and a jitdump record whose
-   header is zeros ends the dump for perf.  (In a map, a kill at that
-   moment, a few nanoseconds per record, would leave one line without its
-   first 8 bytes.) */
-void
+/* Append the record with one write(): others may append to the same file
+   (the map is the process's), and a record reaches the file whole or,
+   when the disk is full, not at all. */
+int
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
-    assert(size >= RECORD_HEAD && size <= RECORD_MAX);
-    char *dst = file->window + (file->written - file->window_at);
-    memcpy(dst + RECORD_HEAD, file->stage + RECORD_HEAD, size - RECORD_HEAD);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    memcpy(dst, file->stage, RECORD_HEAD);
-    file->written += (off_t)size;
+    assert(size <= RECORD_MAX);
+    ssize_t n;
+    do {
+        n = write(file->fd, file->stage, size);
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)size) {
+        return 0;
+    }
+    if (n >= 0) {
+        /* Part of it (a full disk, a file size limit): take it back, so
+           that the file ends with a whole record. */
+        int saved = n > 0 ? ENOSPC : EIO;
+        off_t end = lseek(file->fd, 0, SEEK_END);
+        if (n > 0 && end >= n) {
+            (void)ftruncate(file->fd, end - n);
+        }
+        errno = saved;
+    }
+    return -1;
 }
 
 int
@@ -853,8 +861,13 @@ _PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
         return -1;
     }
     memcpy(room, data, size);
-    _PyPerfFile_Commit(file, size);
-    return 0;
+    return _PyPerfFile_Commit(file, size);
+}
+
+int
+_PyPerfFile_Kept(const _PyPerfFile *file)
+{
+    return file->kept;
 }
 
 int
@@ -1076,8 +1089,7 @@ perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
     *p++ = ' ';
     p += _PyPerf_SymbolName(co, p, &file_at);
     *p++ = '\n';
-    _PyPerfFile_Commit(file, (size_t)(p - line));
-    return 0;
+    return _PyPerfFile_Commit(file, (size_t)(p - line));
 }
 
 static void
@@ -1098,10 +1110,6 @@ const _PyPerfBackend _PyPerf_MapBackend = {
     .write_entry = perf_map_write_entry,
     .fini = perf_map_fini,
     .bytes_per_code = perf_map_bytes_per_code,
-    /* Blank lines: perf skips them, and so do line-by-line readers that
-       read the map of a running process (profilers that symbolize
-       fleet-wide). */
-    .pad = '\n',
 };
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
@@ -1249,14 +1257,18 @@ PyDoc_STRVAR(deactivate_doc,
 "deactivate_stack_trampoline($module, /)\n--\n\n"
 "Stop naming Python functions for perf.\n\n"
 "Calls already running keep their trampolines; new calls get none.\n"
-"Does nothing when no backend is active.");
+"Does nothing when no backend is active, and in a sub-interpreter.");
 
 static PyObject *
 sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
                                 PyObject *Py_UNUSED(ignored))
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    deactivate();
+    /* Trampolines are the main interpreter's: a sub-interpreter has none
+       to turn off. */
+    if (_PyInterpreterState_GET() == _PyInterpreterState_Main()) {
+        deactivate();
+    }
 #endif
     Py_RETURN_NONE;
 }

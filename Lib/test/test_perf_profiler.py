@@ -7,6 +7,7 @@ Every test removes the perf.data files and the /tmp/perf-PID.map files of
 the processes it started.
 """
 
+import bisect
 import glob
 import os
 import re
@@ -166,24 +167,49 @@ def _perf_can_sample():
 PERF_PROBLEM = _perf_can_sample() if HAVE_TRAMPOLINE else "no trampoline"
 
 
+# A program that does what a JIT does for perf, without any of the code
+# under test: it writes a minimal /tmp/jit-PID.dump (header and one code
+# load) and maps it executable, the marker perf inject looks for.
+JIT_PROBE = """\
+import mmap, os, struct, time
+pid = os.getpid()
+clock = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+code = bytes([0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3])
+body = (struct.pack("<IIQQQQ", pid, pid, 0x10000, 0x10000, len(code), 0)
+        + b"probe_function\\0" + code)
+with open(f"/tmp/jit-{pid}.dump", "wb") as f:
+    f.write(struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid,
+                        clock(), 0))
+    f.write(struct.pack("<IIQ", 0, 16 + len(body), clock()) + body)
+fd = os.open(f"/tmp/jit-{pid}.dump", os.O_RDONLY)
+marker = mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_EXEC)
+print("PID", pid, flush=True)
+sum(range(1_000_000))
+"""
+
+
 def _perf_inject_jit_works():
-    """Probe: perf inject --jit turns a jitdump into jitted-*.so here."""
+    """Probe: perf inject --jit turns a jitdump into jitted-*.so here.
+
+    The dump comes from JIT_PROBE, not from the code under test: a broken
+    dump of ours must fail TestPerfJit, not skip it."""
     if PERF_PROBLEM:
         return PERF_PROBLEM
+    if os.uname().machine != "x86_64":
+        return "the jitdump probe is written for x86_64"
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "probe.data")
         jit = os.path.join(tmp, "probe.jit.data")
-        code = ("import os; print('PID', os.getpid(), flush=True)\n"
-                "def f():\n    return sum(range(3_000_000))\nf()\n")
         rec = subprocess.run(
             perf_command("record", "-F", "999", "-k", "1", "--call-graph",
-                         "dwarf", "-o", data, "--", sys.executable, "-X",
-                         "perf_jit", "-c", code),
+                         "dwarf", "-o", data, "--", sys.executable, "-I",
+                         "-c", JIT_PROBE),
             capture_output=True, text=True, timeout=120)
         pid = re.search(r"PID (\d+)", rec.stdout)
         try:
             if rec.returncode != 0 or pid is None:
-                return "perf record --call-graph dwarf -k 1 fails here"
+                return ("perf record --call-graph dwarf -k 1 fails here: "
+                        + rec.stderr[-300:])
             inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                               "-o", jit),
                                  capture_output=True, timeout=120)
@@ -210,9 +236,36 @@ def remove_jit_files(pid):
 JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
 
 
-def parse_perf_script(text):
+class Sample(list):
+    """One sample's stack, a list of (symbol, dso), leaf first; `time` is
+    its timestamp in seconds, `tid` its thread id."""
+    time = None
+    tid = None
+
+
+def load_map_symbols(path):
+    """(start, end, name) of each record of a perf map, sorted."""
+    with open(path, "rb") as f:
+        lines = map_lines(f.read(), exited_normally=False)
+    syms = []
+    for line in lines:
+        start, size, name = line.split(" ", 2)
+        start = int(start, 16)
+        syms.append((start, start + int(size, 16), name))
+    return sorted(syms)
+
+
+def parse_perf_script(text, map_symbols=None):
     """Samples of `perf script` output: lists of (symbol, dso), leaf first,
-    one entry per native frame (inlined functions are left out)."""
+    one entry per native frame (inlined functions are left out).
+
+    Frames perf left unnamed are named from `map_symbols` (the test's own
+    copy of the process's perf map, or a dict of them by thread id), so
+    that the result does not depend on perf finding /tmp/perf-PID.map when
+    `perf script` runs: perf looks it up by the Tgid it reads from
+    /proc/PID/status *then*, and the file can be gone or the pid be
+    someone else's by that time."""
+    by_tid = map_symbols if isinstance(map_symbols, dict) else None
     samples = []
     current = None
     for line in text.splitlines():
@@ -222,7 +275,12 @@ def parse_perf_script(text):
             current = None
             continue
         if line[0] not in " \t":
-            current = []
+            current = Sample()
+            stamp = re.search(r"\s(\d+)\s+(?:\[\d+\]\s+)?(\d+\.\d+):\s",
+                              line)
+            if stamp:
+                current.tid = int(stamp.group(1))
+                current.time = float(stamp.group(2))
             continue
         if current is None:
             continue
@@ -236,6 +294,12 @@ def parse_perf_script(text):
             # a function inlined at the next (real) frame's address
             continue
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
+        syms = by_tid.get(current.tid) if by_tid is not None else map_symbols
+        if sym == "[unknown]" and syms:
+            ip = int(parts[0], 16)
+            k = bisect.bisect_right(syms, (ip, float("inf"))) - 1
+            if k >= 0 and ip < syms[k][1]:
+                sym = syms[k][2]
         current.append((sym, dso))
     if current:
         samples.append(current)
@@ -292,10 +356,17 @@ class PerfTestCase(unittest.TestCase):
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
         self.forget_pid(pid)
+        # The program's stderr is in perf's: a map that could not be
+        # created or written says so there.
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        # Read the map now, while it is certainly ours (see
+        # parse_perf_script).
+        map_symbols = load_map_symbols(map_path(pid))
         report = subprocess.run(perf_command("script", "-i", data),
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr)
-        return proc.stdout, parse_perf_script(report.stdout), script, pid
+        return (proc.stdout, parse_perf_script(report.stdout, map_symbols),
+                script, pid)
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
@@ -351,10 +422,20 @@ class TestPerfProfiling(PerfTestCase):
         named = {sym for s in samples for sym, _ in s}
         for name in ("ham", "eggs", "spam"):
             self.assertNotIn(f"py::{name}:{script}", named)
-        # ham did run, after deactivation, as anonymous evaluator frames
-        self.assertTrue(any(s and s[0][0].startswith("_PyEval") or
-                            "ceval" in s[0][1] or "python" in s[0][1]
-                            for s in samples))
+        # ham did run, after deactivation, as anonymous evaluator frames:
+        # samples later than the last one in foo, in the evaluator, with
+        # no py:: frame at all.  ham's loop is foo's, so they are about
+        # as many as foo's.
+        foo = f"py::foo:{script}"
+        in_foo = [s for s in samples if any(sym == foo for sym, _ in s)]
+        last_foo = max(s.time for s in in_foo)
+        in_ham = [s for s in samples
+                  if s.time > last_foo
+                  and any(sym == "_PyEval_EvalFrameDefault" for sym, _ in s)
+                  and not any(sym.startswith("py::") for sym, _ in s)]
+        self.assertGreater(len(in_ham), len(in_foo) // 3,
+                           f"{len(in_ham)} samples after deactivation, "
+                           f"{len(in_foo)} in foo before")
 
     def test_no_native_frame_skipped(self):
         # The trampoline keeps a frame record, so frame-pointer unwinding
@@ -365,6 +446,9 @@ class TestPerfProfiling(PerfTestCase):
         # caller's caller (_PyEval_EvalFrameDefault, PyEval_EvalCode...).
         code = NESTED + "baz(10_000_000)\n"
         _, samples, script, _ = self.record(code, "-X", "perf")
+        # Python frames are named at all (else `checked` below is 0 for a
+        # reason that has nothing to do with frame records).
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
         checked = 0
         for sample in samples:
             for i, (sym, _) in enumerate(sample):
@@ -380,8 +464,10 @@ class TestPerfProfiling(PerfTestCase):
     @unittest.skipIf(shutil.which("gdb") is None, "needs gdb")
     def test_only_evalframe_calls_trampolines(self):
         # The build's own knowledge behind test_no_native_frame_skipped:
-        # each of TRAMPOLINE_CALLERS calls trampolines with a real
-        # (indirect) call, not a jump that would leave no frame.
+        # each of TRAMPOLINE_CALLERS calls trampolines with a real call,
+        # not a jump that would leave no frame.  A trampoline call is the
+        # indirect call that passes the evaluator as fourth argument
+        # (%rcx); no indirect jump may stand in for one.
         for func in TRAMPOLINE_CALLERS:
             proc = subprocess.run(
                 ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
@@ -389,7 +475,26 @@ class TestPerfProfiling(PerfTestCase):
                 timeout=120)
             if "No symbol" in proc.stdout + proc.stderr:
                 self.skipTest("interpreter has no symbols")
-            self.assertRegex(proc.stdout, r"call\s+\*%r", func)
+            code = [line.split("\t", 1)[1] for line in proc.stdout.splitlines()
+                    if "\t" in line]
+            self.assertTrue(code, proc.stdout + proc.stderr)
+            self.assertFalse([i for i in code if re.match(r"jmp\s+\*", i)],
+                             f"{func} has an indirect jump")
+            trampoline_calls = 0
+            for n, insn in enumerate(code):
+                if not re.match(r"call\s+\*%r", insn):
+                    continue
+                # the evaluator went into %rcx within this basic block
+                for before in reversed(code[max(0, n - 8):n]):
+                    if re.match(r"(call|j[a-z]+)\s", before):
+                        break
+                    if (re.search(r",%rcx\b", before)
+                            and "<_PyEval_EvalFrameDefault>" in before):
+                        trampoline_calls += 1
+                        break
+            self.assertGreaterEqual(trampoline_calls, 1,
+                                    f"{func} calls no trampoline:\n"
+                                    + "\n".join(code))
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
@@ -595,9 +700,10 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn("No space left on device", proc.stderr)
         self.check_cut_short(proc.stderr, map_lines(text.encode()))
 
-    def test_no_system_call_per_function(self):
-        # Records go through a shared mapping of the file: what makes
-        # system calls is the file growing, 64 KiB at a time.
+    def test_one_write_per_function(self):
+        # Each record is appended whole with one write(), and the file is
+        # never cut, grown ahead or mapped for writing: it is the
+        # process's, and other writers may append to it too.
         strace = shutil.which("strace")
         if strace is None:
             self.skipTest("needs strace")
@@ -606,23 +712,30 @@ class TestPerfMapFile(PerfTestCase):
             with self.subTest(option=option):
                 proc = subprocess.run(
                     [strace, "-f", "-o", out, "-e",
-                     "trace=write,pwrite64,writev,pwritev,fallocate",
-                     sys.executable, "-X", option, "-c", MANY_FUNCTIONS],
+                     "trace=write,pwrite64,writev,pwritev,fallocate,"
+                     "ftruncate", sys.executable, "-X", option, "-c",
+                     MANY_FUNCTIONS],
                     capture_output=True, text=True, env=env_with())
                 if proc.returncode != 0 and "ptrace" in proc.stderr:
                     self.skipTest("strace cannot trace here")
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 pid = script_pid(proc.stdout)
                 self.addCleanup(remove_jit_files, pid)
-                size = os.path.getsize(path(pid))
+                if option == "perf":
+                    records = len(read_map_file(path(pid)))
+                else:
+                    records = len(read_jitdump(path(pid), pid))
                 with open(out) as f:
                     calls = [line.split(None, 1)[1].split("(", 1)[0]
                              for line in f if "(" in line]
-                writes = len([c for c in calls if c != "fallocate"])
+                self.assertGreaterEqual(records, 3000)
+                self.assertNotIn("fallocate", calls)
+                self.assertNotIn("ftruncate", calls)
+                # the jitdump's three records of a function are one write;
                 # stdout's two lines, and whatever start-up writes
-                self.assertLess(writes, 10, calls)
-                self.assertLessEqual(calls.count("fallocate"),
-                                     size // (48 * 1024) + 2, calls)
+                per_function = 1 if option == "perf" else 3
+                self.assertLessEqual(len(calls),
+                                     records // per_function + 10)
 
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
@@ -642,6 +755,338 @@ class TestPerfMapFile(PerfTestCase):
         self.assertEqual(proc.stdout.split()[-1], str(sum(range(3000))))
         self.assertLessEqual(os.path.getsize(map_path(pid)), 100_000)
         self.check_cut_short(proc.stderr, self.read_map(pid))
+
+
+# A parent that warms up, forks a child whose hot function is first
+# called after the fork, then calls a function of its own (the names perf
+# gave the child's samples before new trampolines left inherited arenas).
+FORK_HOT_SOURCE = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+def warm():
+    return 1
+warm()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    def child_work(n):
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+    os.close(r)
+    os.write(w, b"go")
+    if sys.argv[1:] == ["wait"]:
+        # until the test, attached with perf record -p, says stop
+        while not os.path.exists(sys.argv[0] + ".stop"):
+            child_work(200_000)
+    else:
+        child_work(5_000_000)
+    os._exit(0)
+os.close(w)
+os.read(r, 2)
+print("CHILD", pid, flush=True)
+def parent_only_function():
+    return 2
+parent_only_function()
+os.waitpid(pid, 0)
+"""
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestProcessShapes(PerfTestCase):
+    """Forked children, embedding, other writers of the map, other frame
+    evaluators, sub-interpreters."""
+
+    def child_samples(self, text, pid, child):
+        maps = {pid: load_map_symbols(map_path(pid)),
+                child: load_map_symbols(map_path(child))}
+        samples = parse_perf_script(text, maps)
+        return [s for s in samples if s.tid == child]
+
+    def check_child_named(self, samples, script):
+        work = f"py::child_work:{script}"
+        named = [s for s in samples if any(sym == work for sym, _ in s)]
+        self.assertGreater(len(named), 10, f"{len(samples)} child samples")
+        wrong = [s for s in samples
+                 if any(sym.startswith(("py::parent_only_function",
+                                        "py::warm")) for sym, _ in s)]
+        self.assertEqual(wrong, [])
+        module = f"py::<module>:{script}"
+        below = [s for s in named
+                 if [sym for sym, _ in s if sym.startswith("py::")]
+                 == [work, module]]
+        self.assertGreaterEqual(len(below), 0.9 * len(named))
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_forked_child_named_by_perf(self):
+        # perf follows the fork: it names the child's inherited arenas
+        # from the parent's map, its new ones from the child's.
+        script = make_script(self.tmp, "forked", FORK_HOT_SOURCE)
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999", "-g", "-o", data, "--",
+                         sys.executable, "-X", "perf", script),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
+        self.forget_pid(pid)
+        self.forget_pid(child)
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        self.check_child_named(self.child_samples(text, pid, child), script)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_forked_child_named_by_perf_attached_later(self):
+        # perf record -p CHILD: perf learns the child's mappings from
+        # /proc and names them all from the child's own map, which must
+        # describe the trampolines it inherited too.
+        script = make_script(self.tmp, "forked", FORK_HOT_SOURCE)
+        stop = script + ".stop"
+        self.addCleanup(os_helper.unlink, stop)
+        proc = subprocess.Popen([sys.executable, "-X", "perf", script,
+                                 "wait"], stdout=subprocess.PIPE,
+                                text=True, env=env_with())
+        self.addCleanup(proc.kill)
+        pid = script_pid(proc.stdout.readline())
+        self.forget_pid(pid)
+        child = int(re.search(r"CHILD (\d+)",
+                              proc.stdout.readline()).group(1))
+        self.forget_pid(child)
+        data = os.path.join(self.tmp, "perf.data")
+        try:
+            rec = subprocess.run(
+                perf_command("record", "-F", "999", "-g", "-o", data,
+                             "-p", str(child), "--", "sleep", "1"),
+                capture_output=True, text=True, timeout=300)
+        finally:
+            with open(stop, "w"):
+                pass
+        self.assertEqual(proc.wait(timeout=300), 0)
+        self.assertEqual(rec.returncode, 0, rec.stderr)
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        self.check_child_named(self.child_samples(text, pid, child), script)
+
+    def embed(self, code, env):
+        testembed = os.path.join(os.path.dirname(sys.executable),
+                                 "Programs", "_testembed")
+        if not os.path.exists(testembed):
+            self.skipTest("needs Programs/_testembed of a build tree")
+        proc = subprocess.run(
+            [testembed, "test_repeated_init_exec", textwrap.dedent(code)],
+            capture_output=True, text=True, env=env_with(**env),
+            cwd=os.path.dirname(sys.executable), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("Warning", proc.stderr)
+        pids = set(re.findall(r"PID (\d+)", proc.stdout))
+        self.assertEqual(len(pids), 1, proc.stdout)
+        pid = int(pids.pop())
+        self.addCleanup(remove_jit_files, pid)
+        return proc, pid
+
+    EMBEDDED = """
+        import os, sys
+        def work(n):
+            return n + 1
+        work(1)
+        print("PID", os.getpid(), sys.is_stack_trampoline_active())
+        """
+
+    def test_embedded_reinitialized_map(self):
+        # Py_Initialize() after Py_FinalizeEx(), several times in a row:
+        # each round names its functions.
+        proc, pid = self.embed(self.EMBEDDED, {"PYTHONPERFSUPPORT": "1"})
+        self.assertNotIn("False", proc.stdout)
+        names = [line.split(" ", 2)[2]
+                 for line in read_map_file(map_path(pid))]
+        self.assertGreaterEqual(names.count("py::work:<string>"), 3, names)
+
+    def test_embedded_reinitialized_jitdump(self):
+        proc, pid = self.embed(self.EMBEDDED,
+                               {"PYTHON_PERF_JIT_SUPPORT": "1"})
+        self.assertNotIn("False", proc.stdout)
+        records = read_jitdump(jit_path(pid), pid)
+        # one dump, one header, and no CLOSE but the last (perf inject
+        # stops reading at a CLOSE record)
+        ids = [rid for rid, _ in records]
+        self.assertEqual(ids.count(JIT_CODE_CLOSE), 1)
+        self.assertEqual(ids[-1], JIT_CODE_CLOSE)
+        names = [rec["name"] for rid, rec in records
+                 if rid == JIT_CODE_LOAD]
+        self.assertGreaterEqual(names.count("py::work:<string>"), 3, names)
+
+    AGENT = """
+        import os, sys
+        print("PID", os.getpid(), flush=True)
+        path = f"/tmp/perf-{os.getpid()}.map"
+        def before():
+            return 1
+        before()
+        with open(path, "a") as f:
+            f.write("10000 10 agent_one\\n")
+        ns = {}
+        exec("\\n".join(f"def f{i}(): return {i}" for i in range(500)), ns)
+        for i in range(250):
+            ns[f"f{i}"]()
+        with open(path, MODE) as f:
+            f.write("20000 10 agent_two\\n")
+        for i in range(250, 500):
+            ns[f"f{i}"]()
+        print(sum(ns[f"f{i}"]() for i in range(500)))
+        """
+
+    def run_agent(self, mode):
+        code = self.AGENT.replace("MODE", repr(mode))
+        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        self.assertEqual(proc.stdout.split()[-1], str(sum(range(500))))
+        lines = read_map_file(map_path(pid))
+        for line in lines:
+            self.assertRegex(line, r"^[0-9a-f]+ [0-9a-f]+ \S")
+        return [line.split(" ", 2)[2] for line in lines]
+
+    def test_other_writer_appending(self):
+        # Another writer of the process's map (a JIT, an agent) keeps its
+        # lines, and ours stay whole lines around them.
+        names = self.run_agent("a")
+        for name in ("agent_one", "agent_two", "py::before:<string>",
+                     "py::f0:<string>", "py::f499:<string>"):
+            self.assertIn(name, names)
+        self.assertLess(names.index("agent_one"),
+                        names.index("py::f0:<string>"))
+
+    def test_other_writer_truncating(self):
+        # One that empties the file ("w") costs the lines written before,
+        # never the process: it runs on and appends after the newcomer.
+        names = self.run_agent("w")
+        self.assertEqual(names[0], "agent_two")
+        self.assertIn("py::f499:<string>", names)
+
+    def test_stale_file_of_same_pid_is_emptied(self):
+        # A map left by an earlier process that had our pid would make
+        # perf give our addresses its names.
+        pid1 = pid_namespace_command(self)
+        path = map_path(1)
+        with open(path, "w") as f:
+            f.write("0 ffffffffffff stale_function\n")
+        self.addCleanup(os_helper.unlink, path)
+        past = os.stat(path).st_mtime - 2
+        os.utime(path, (past, past))
+        proc = subprocess.run(
+            [*pid1, sys.executable, "-X", "perf", "-c",
+             "def g():\n    return 2\nprint(g())"],
+            capture_output=True, text=True, env=env_with())
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                         (0, "2\n", ""))
+        names = [line.split(" ", 2)[2] for line in read_map_file(path)]
+        self.assertNotIn("stale_function", names)
+        self.assertIn("py::g:<string>", names)
+
+    def test_activate_after_another_evaluator_came_and_went(self):
+        try:
+            import _testinternalcapi
+        except ImportError:
+            self.skipTest("needs _testinternalcapi")
+        code = """
+            import os, sys, _testinternalcapi
+            print("PID", os.getpid())
+            _testinternalcapi.set_eval_frame_record([])
+            _testinternalcapi.set_eval_frame_default()
+            assert not sys.is_stack_trampoline_active()
+            sys.activate_stack_trampoline("perf")
+            assert sys.is_stack_trampoline_active()
+            def later():
+                return 1
+            later()
+            """
+        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        names = [line.split(" ", 2)[2]
+                 for line in read_map_file(map_path(pid))]
+        self.assertIn("py::later:<string>", names)
+
+    def test_retry_after_failed_activation(self):
+        # A file size limit stops an activation part-way through
+        # describing the live functions; once it is lifted, a second one
+        # describes every function, in the same file, in both modes.
+        code = """
+            import os, resource, sys, warnings
+            print("PID", os.getpid(), flush=True)
+            ns = {}
+            exec("\\n".join(f"def f{i}(): return {i}" for i in range(3000)),
+                 ns)
+            for i in range(3000):
+                ns[f"f{i}"]()
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (60_000, resource.RLIM_INFINITY))
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                sys.activate_stack_trampoline(BACKEND)
+            assert w and "cannot write" in str(w[0].message), w
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (resource.RLIM_INFINITY,) * 2)
+            sys.activate_stack_trampoline(BACKEND)
+            assert sys.is_stack_trampoline_active()
+            """
+        for backend, start in (("perf", "perf_jit"), ("perf_jit", "perf")):
+            with self.subTest(backend=backend):
+                proc = run_python("-X", start, "-c",
+                                  textwrap.dedent(code).replace(
+                                      "BACKEND", repr(backend)))
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                pid = script_pid(proc.stdout)
+                self.addCleanup(remove_jit_files, pid)
+                if backend == "perf":
+                    names = {line.split(" ", 2)[2]
+                             for line in read_map_file(map_path(pid))}
+                else:
+                    names = {rec["name"] for rid, rec in
+                             read_jitdump(jit_path(pid), pid)
+                             if rid == JIT_CODE_LOAD}
+                missing = [i for i in range(3000)
+                           if f"py::f{i}:<string>" not in names]
+                self.assertEqual(missing, [])
+
+    def test_sub_interpreter_cannot_turn_main_off(self):
+        # Trampolines are the main interpreter's: a sub-interpreter is
+        # told it has none, cannot activate them, and its deactivate does
+        # nothing.
+        try:
+            import _xxsubinterpreters
+        except ImportError:
+            self.skipTest("needs _xxsubinterpreters")
+        code = '''
+            import os, sys, _xxsubinterpreters as interpreters
+            print("PID", os.getpid())
+            sub = interpreters.create()
+            interpreters.run_string(sub, """if 1:
+                import sys
+                assert not sys.is_stack_trampoline_active()
+                try:
+                    sys.activate_stack_trampoline("perf")
+                except RuntimeError:
+                    pass
+                else:
+                    raise AssertionError("activated in a sub-interpreter")
+                sys.deactivate_stack_trampoline()
+                """)
+            interpreters.destroy(sub)
+            print(sys.is_stack_trampoline_active())
+            '''
+        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertEqual(proc.stdout.split()[-1], "True")
 
 
 def read_map_file(path, exited_normally=True):
@@ -1259,6 +1704,44 @@ class TestSysApi(unittest.TestCase):
                 _testinternalcapi.set_eval_frame_default()
             assert not sys.is_stack_trampoline_active()
             """)
+
+    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    def test_other_co_extra_users_unaffected(self):
+        # Trampolines live in co_extra, which sizes each code object's
+        # array for every registered user: another user's free function
+        # must still run for its own values only, never for the empty
+        # slots that our values bring along (a Python free function called
+        # so at exit crashed test_code under PYTHONPERFSUPPORT=1).
+        try:
+            import ctypes
+        except ImportError:
+            self.skipTest("needs ctypes")
+        code = """
+            import ctypes, gc, sys
+            freefunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+            freed = []
+            free = freefunc(freed.append)
+            index = ctypes.pythonapi._PyEval_RequestCodeExtraIndex(free)
+            set_extra = ctypes.pythonapi._PyCode_SetExtra
+            set_extra.argtypes = (ctypes.py_object, ctypes.c_ssize_t,
+                                  ctypes.c_void_p)
+            ns = {}
+            exec("def mine(): return 1", ns)
+            mine = ns.pop("mine")
+            set_extra(mine.__code__, index, 1234)
+            mine()
+            for i in range(200):
+                exec(f"def f{i}(): return {i}\\nf{i}()")
+                exec(f"del f{i}")
+            del mine
+            gc.collect()
+            print(freed)
+            """
+        for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
+            with self.subTest(args=args):
+                proc = run_python(*args, "-c", textwrap.dedent(code))
+                self.assertEqual((proc.returncode, proc.stdout),
+                                 (0, "[1234]\n"), proc.stderr)
 
     @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
     def test_semantics_unchanged_under_trampoline(self):
