@@ -2223,6 +2223,9 @@ class TestHostileInput(unittest.TestCase):
                 with open(path, "wb") as f:
                     f.write(stale[option])
                 os.chmod(path, 0o600)
+                # last written by that earlier process, a while ago
+                old = os.stat(path).st_mtime - 3600
+                os.utime(path, (old, old))
                 proc = subprocess.run(
                     [*pid1, sys.executable, "-X", option, "-c",
                      "def ours():\n    return 2\nprint(ours())"],
