@@ -298,6 +298,7 @@ static struct {
     int atfork_registered;
     int persist_after_fork;       /* see the C API */
     volatile int forked;          /* set in a child, until files move */
+    int finalized;                /* _PyPerfTrampoline_Fini() has run */
 } perf = {
     .backends = {
         {&_PyPerf_MapBackend, NULL, 0},
@@ -318,6 +319,7 @@ arena_new(size_t slot_size)
     size_t info_size = nslots * sizeof(slot_info);
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
     if (a == NULL) {
+        errno = ENOMEM;
         return NULL;
     }
     /* Fresh anonymous pages are zeroed: the slot records need no memset,
@@ -330,7 +332,9 @@ arena_new(size_t slot_size)
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
+        int saved = errno;
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     /* One copy of the template, then doubling copies of the filled part. */
@@ -340,8 +344,10 @@ arena_new(size_t slot_size)
         memcpy(mem + done * slot_size, mem, n * slot_size);
     }
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        int saved = errno;
         munmap(mem, size);
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     __builtin___clear_cache(mem, mem + size);
@@ -353,8 +359,10 @@ arena_new(size_t slot_size)
     a->prev = perf.arenas;
     perf.arenas = a;
     return a;
-fail:
+fail:;
+    int saved = errno;
     PyMem_RawFree(a);
+    errno = saved;
     return NULL;
 }
 
@@ -426,6 +434,24 @@ warn_file_error(const char *what, backend_state *st)
     PyErr_Restore(exc, val, tb);
 }
 
+/* The same about executable memory for trampolines (errno says why: an
+   address space limit, a policy that forbids executable mappings). */
+static void
+warn_memory_error(backend_state *st)
+{
+    int saved = errno;
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot map executable memory for "
+                         "trampolines: %s; the %s backend is off and perf "
+                         "will not name Python functions",
+                         strerror(saved), st->backend->name) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
 /* Describe one slot to the active backend. */
 static int
 describe(backend_state *st, const char *tramp, slot_info *info, int bit)
@@ -440,7 +466,8 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
 
 /* Give `code` the next free trampoline, spaced as backend `st` needs
    (an arena made for a backend that needed less room is left as it is),
-   and make it the code object's.  NULL if that cannot be done. */
+   and make it the code object's.  NULL with errno set if that cannot be
+   done. */
 static char *
 assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
 {
@@ -459,6 +486,7 @@ assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
     char *tramp = a->start + a->nused * a->slot_size;
     if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
         PyErr_Clear();
+        errno = ENOMEM;
         return NULL;
     }
     slot_info *info = &a->info[a->nused++];
@@ -514,6 +542,9 @@ new_trampoline(PyCodeObject *code)
     slot_info *info;
     char *tramp = assign_slot(st, code, &info);
     if (tramp == NULL) {
+        /* Once: calls of new code objects would all try again. */
+        warn_memory_error(st);
+        deactivate();
         return NULL;
     }
     if (describe(st, tramp, info, (int)(st - perf.backends)) < 0) {
@@ -677,7 +708,8 @@ activate(const char *name)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
-        PyErr_Format(PyExc_ValueError, "invalid backend: %s", name);
+        /* (cut: the name is the caller's, of any length) */
+        PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
         return -1;
     }
     PyThreadState *tstate = _PyThreadState_GET();
@@ -694,6 +726,14 @@ activate(const char *name)
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot activate a stack trampoline: a custom "
                         "frame evaluator (PEP 523) is already installed");
+        return -1;
+    }
+    if (perf.finalized) {
+        /* The files are complete (the dump ends with its CLOSE record),
+           and nothing would complete them again. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot activate a stack trampoline during "
+                        "interpreter finalization");
         return -1;
     }
     if (st == perf.active && !perf.forked
@@ -786,6 +826,10 @@ _PyPerfTrampoline_Fini(void)
             a->info[i].code = NULL;
         }
     }
+    /* Until the next initialization (embedding applications may have
+       one): finalizers still run Python code, and may call
+       sys.activate_stack_trampoline(). */
+    perf.finalized = 1;
 }
 
 void *
@@ -866,10 +910,78 @@ control_bytes(uint64_t w)
     return ((w - ones * 0x20) | (x - ones)) & ~w & (ones * 0x80);
 }
 
-/* Append at most `room` bytes of the UTF-8 text of `str`, control
-   characters replaced (a name must stay on its line).  Never raises.
-   This runs for every new code object: ASCII strings (almost all names)
-   are read straight from the object, eight bytes at a time. */
+/* Write code point `c` to `out` (room for 6 bytes) as a name may show
+   it; return the byte count.  A name must stay one line of valid UTF-8:
+   control characters (C0, DEL, C1) and the Unicode line and paragraph
+   separators become '?', and a lone surrogate (a file name that is not
+   UTF-8 decodes to those, with surrogateescape) is spelt \udcXX. */
+static size_t
+put_code_point(char *out, Py_UCS4 c)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0x2028 || c == 0x2029) {
+        out[0] = '?';
+        return 1;
+    }
+    if (c < 0x80) {
+        out[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (char)(0xc0 | (c >> 6));
+        out[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c >= 0xd800 && c <= 0xdfff) {
+        out[0] = '\\';
+        out[1] = 'u';
+        for (int i = 0; i < 4; i++) {
+            out[2 + i] = hex[(c >> (12 - 4 * i)) & 15];
+        }
+        return 6;
+    }
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | (c >> 12));
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (c >> 18));
+    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+/* Append at most `room` bytes of a string that is not ASCII, encoded
+   here, character by character, and cut at a character boundary.
+   PyUnicode_AsUTF8AndSize() would raise for a lone surrogate, and the
+   exception it creates may start the garbage collector, which may run
+   Python code (finalizers, and with them new trampolines) while a record
+   is half assembled. */
+static size_t
+put_unicode_text(char *dst, size_t room, PyObject *str)
+{
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
+    size_t n = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        char out[6];
+        size_t k = put_code_point(out, PyUnicode_READ(kind, data, i));
+        if (k > room - n) {
+            break;
+        }
+        memcpy(dst + n, out, k);
+        n += k;
+    }
+    return n;
+}
+
+/* Append at most `room` bytes of the UTF-8 text of `str`, as
+   put_code_point() shows each character.  Never raises.  This runs for
+   every new code object: ASCII strings (almost all names) are read
+   straight from the object, eight bytes at a time. */
 static size_t
 put_text(char *dst, size_t room, PyObject *str)
 {
@@ -880,8 +992,8 @@ put_text(char *dst, size_t room, PyObject *str)
             text = (const char *)PyUnicode_DATA(str);
             size = PyUnicode_GET_LENGTH(str);
         }
-        else {
-            text = PyUnicode_AsUTF8AndSize(str, &size);
+        else if (PyUnicode_READY(str) == 0) {
+            return put_unicode_text(dst, room, str);
         }
     }
     if (text == NULL) {
@@ -1230,8 +1342,11 @@ find_xoption(const PyConfig *config, const wchar_t *name)
     return found;
 }
 
-/* An environment variable that enables a backend: a non-zero integer.
-   Anything else, including an empty value, is ignored. */
+/* An environment variable that enables a backend: an integer other than
+   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
+   digits, leading blanks allowed, within the range of a C int).  Unset or
+   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
+   ignores it silently). */
 static int
 env_enables(const PyConfig *config, const char *name)
 {
@@ -1242,12 +1357,25 @@ env_enables(const PyConfig *config, const char *name)
     char *end;
     errno = 0;
     long v = strtol(value, &end, 10);
-    return errno == 0 && *end == '\0' && v != 0;
+    if (end != value && *end == '\0' && errno == 0
+        && v >= INT_MIN && v <= INT_MAX)
+    {
+        return v != 0;
+    }
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "%s='%.100s' is not an integer in the range of a "
+                         "C int; ignored", name, value) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    return 0;
 }
 
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    perf.finalized = 0;
+#endif
     /* Later sources override earlier ones: the perf_jit spelling over
        the perf one, -X over the environment. */
     const char *backend = NULL;
@@ -1295,7 +1423,8 @@ sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
     if (!PyUnicode_Check(arg)) {
         PyErr_Format(PyExc_TypeError,
                      "activate_stack_trampoline() argument must be str, "
-                     "not %.200s", Py_TYPE(arg)->tp_name);
+                     "not %.50s",
+                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
         return NULL;
     }
     Py_ssize_t size;
