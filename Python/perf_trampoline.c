@@ -63,21 +63,24 @@
  * Python/perf_jit_trampoline.c.  This file owns everything else about the
  * files: /tmp/<name>-<pid>.<ext> is created 0600 without following
  * symlinks, and refused unless it is a regular file of ours with one link.
- * Records go into the file through a shared mapping of it, so describing
- * a new trampoline costs no system call: the file is allocated up to
- * 64 KiB ahead of its records, on disk (posix_fallocate) so that a full
- * disk is an error and not a SIGBUS, and each record is stored with its
- * first bytes last.  A killed process, or a child leaving through
- * os._exit(), thus leaves a file of whole records, naming every
- * trampoline it ran, followed by the room allocated ahead, filled with
- * bytes that readers skip (the backend's pad: blank lines in the map,
- * zeros that end the jitdump); at a normal exit the file is cut to its
- * records.  After fork() the child drops the parent's descriptor and
- * mapping and starts files named for its own pid.
+ * The map is the process's, not ours alone: a JIT or an agent in the
+ * same process may write to it too (through the PyUnstable_ C API at the
+ * end of this file, or on its own).  So a file is only ever appended to,
+ * each record with one write() of its own (O_APPEND keeps it whole among
+ * other writers), and never cut, grown ahead or mapped for writing: a
+ * killed process, or a child leaving through os._exit(), leaves whole
+ * records naming every trampoline it ran, and another writer that
+ * truncates the file costs lines, never the process.  Content written
+ * before this program was loaded is a stale file of an earlier process
+ * with our pid, and is emptied (perf would give our addresses its
+ * names).  After fork() the child drops the parent's descriptors, puts
+ * new trampolines in arenas of its own (perf names an inherited mapping
+ * after the parent) and starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
- * turns off and the program runs on.  Everything here runs with the GIL
- * held, which serializes all writers of a file.
+ * turns off and the program runs on.  Trampolines are made and described
+ * with the GIL held; files_lock serializes opening and closing them with
+ * the C API's callers, which may hold no GIL.
  */
 
 #include "Python.h"
