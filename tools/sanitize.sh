@@ -32,17 +32,24 @@ ASAN_OPTIONS="detect_leaks=0:detect_stack_use_after_return=1"
 ASAN_OPTIONS="$ASAN_OPTIONS:halt_on_error=1:abort_on_error=0:exitcode=99"
 ASAN_OPTIONS="$ASAN_OPTIONS:log_path=$logdir/asan"
 # UndefinedBehaviorSanitizer: gcc's checks print and go on by default;
-# here the first report ends the process too, with a stack.
+# here the first report ends the process too (exit status 1), with a stack.
+# With gcc's two runtimes (libasan, libubsan) UBSan ignores log_path and
+# always writes to stderr: a report reaches us through the exit status and
+# the stderr that the tests check, and through their output, which is
+# searched for reports below.
 UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:report_error_type=1"
-UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=$logdir/ubsan"
 export ASAN_OPTIONS UBSAN_OPTIONS
 
+out=$logdir/../sanitize-tests.log
+: > "$out"
 start=$(date +%s)
 passed=0
 failed=0
 failures=""
 for t in test_perf_profiler test_perf_storms; do
-    if "$py" -m test -v "$t"; then
+    # (the exit status of the pipe's first command, without bash)
+    if { "$py" -m test -v "$t" 2>&1; echo $? > "$out.rc"; } | tee -a "$out" &&
+       [ "$(cat "$out.rc")" = 0 ]; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
@@ -50,6 +57,7 @@ for t in test_perf_profiler test_perf_storms; do
     fi
 done
 elapsed=$(($(date +%s) - start))
+rm -f "$out.rc"
 
 reports=0
 for log in "$logdir"/*; do
@@ -58,9 +66,13 @@ for log in "$logdir"/*; do
     echo "=== sanitizer report: $log"
     head -60 "$log"
 done
+# Reports on stderr of processes whose output the tests printed.
+inline=$(grep -c -E 'runtime error:|ERROR: AddressSanitizer' "$out")
+reports=$((reports + inline))
+skips=$(grep -c -E "\.\.\. skipped '" "$out")
 
 echo
 [ "$failed" -eq 0 ] || echo "failed:$failures"
-echo "sanitize: test modules: $passed passed, $failed failed;" \
-     "$reports sanitizer reports (logs in $logdir); ${elapsed}s"
+echo "sanitize: test modules: $passed passed, $failed failed ($skips tests" \
+     "skipped); $reports sanitizer reports (logs in $logdir); ${elapsed}s"
 [ "$failed" -eq 0 ] && [ "$reports" -eq 0 ]
