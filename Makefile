@@ -48,7 +48,7 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series sanitize clean distclean
+        check-series check-abi sanitize clean distclean
 
 all: $(BUILD)/python
 
@@ -63,6 +63,7 @@ help:
 	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
 	@echo "                regenerate a patch from your edits in build/src"
 	@echo "make check-series  check that every prefix of the series builds"
+	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
@@ -180,11 +181,39 @@ refresh-patch:
 check-series:
 	tools/check-series.sh "$(MAKE)" build-series
 
+# Stock and patched --enable-shared builds, same flags, for `make check-abi`
+# (tools/check-abi.sh says what it checks).  The stock one reuses the
+# tarball unpacked in build-stock/src and is built once.
+ABI     := build-abi
+ABI_CONFIGURE = $(CONFIGURE_FLAGS) --enable-shared CFLAGS="$(FP_CFLAGS)" \
+    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+
+$(ABI)/stock/Makefile: $(STOCK)/src/configure
+	rm -rf $(ABI)/stock && mkdir -p $(ABI)/stock
+	cd $(ABI)/stock && ../../$(STOCK)/src/configure $(ABI_CONFIGURE)
+
+$(ABI)/stock/python: $(ABI)/stock/Makefile
+	$(MAKE) -C $(ABI)/stock -j$(JOBS) -s
+
+$(ABI)/ours/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(ABI)/ours
+	cd $(ABI)/ours && ../../$(SRC)/configure $(ABI_CONFIGURE)
+
+$(ABI)/ours/python: $(ABI)/ours/Makefile $(STAMPS)/overlay FORCE
+	$(MAKE) -C $(ABI)/ours -j$(JOBS) -s
+
+check-abi: $(BUILD)/python $(ABI)/stock/python $(ABI)/ours/python
+	tools/install-deps.sh
+	$(CLEAN_ENV) tools/check-abi.sh $(BUILD)/python $(STOCK)/src \
+	    $(ABI)/stock $(SRC) $(ABI)/ours $(ABI)/work
+
 clean:
 	-$(MAKE) -C $(BUILD) clean
 	-$(MAKE) -C $(NOFP) clean
 	-$(MAKE) -C $(STOCK) clean
+	-$(MAKE) -C $(ABI)/stock clean
+	-$(MAKE) -C $(ABI)/ours clean
 	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ASAN) build-series
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series

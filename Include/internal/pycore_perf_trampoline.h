@@ -68,7 +68,7 @@ extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 /* ---- Backends ------------------------------------------------------------
 
    A backend describes one file format.  The shared machinery owns the
-   file (safe creation, writing, fork handling); the backend only turns
+   file (safe creation, appending, fork handling); the backend only turns
    events into bytes and hands them to _PyPerfFile_Append() or
    _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
 
@@ -98,32 +98,33 @@ typedef struct {
        byte, while this backend describes it (at least code_size).
        Called after init. */
     size_t (*bytes_per_code)(size_t code_size);
-    /* What the file reads as after the last record while it has room
-       allocated for more (a running or killed process): a byte that
-       readers skip, e.g. '\n' (blank lines) or 0 (an end marker). */
-    char pad;
 } _PyPerfBackend;
 
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
-/* Append one whole record of at most 16 KiB.  The record reaches the
-   file at once, through a shared mapping (no system call), its first
-   8 bytes last: a killed process leaves a file of whole records followed
-   by the backend's pad bytes.  0 or -1 (errno). */
+/* Append one whole record of at most 16 KiB, with one write(): the file
+   holds it once this returns, whatever happens to the process next.  0 or
+   -1 (errno; the file still ends with a whole record). */
 extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
                               size_t size);
 /* Or assemble a record in place: Reserve returns room for up to `size`
    bytes (NULL and errno on failure), Commit appends the `size` bytes
-   written there. */
+   written there (0 or -1 and errno, as Append). */
 extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
-extern void _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+/* Non-zero if the file already held records of this process when it was
+   opened (after Py_Finalize() and Py_Initialize(), say): a header has
+   been written. */
+extern int _PyPerfFile_Kept(const _PyPerfFile *file);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
 
-/* Write the symbol of a code object, "py::QUALNAME:FILENAME" (UTF-8,
-   control characters replaced, NUL-terminated, at most _PyPerf_NAME_MAX
-   bytes before the NUL) into buf; return its length and set *file_at to
-   where FILENAME starts.  Never raises. */
+/* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
+   valid UTF-8 on one line (control characters and line separators
+   replaced, lone surrogates spelt \udcXX, cut at a character boundary),
+   NUL-terminated, at most _PyPerf_NAME_MAX bytes before the NUL.  Return
+   its length and set *file_at to where FILENAME starts.  Never raises
+   and runs no Python code. */
 #define _PyPerf_NAME_MAX 3072
 extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
                                  size_t *file_at);
