@@ -34,6 +34,7 @@ STAMPS  := $(BUILD)/.stamps
 SRCGIT  := git --git-dir=$(BUILD)/src.git --work-tree=$(SRC)
 NOFP    := build-nofp
 STOCK   := build-stock
+ASAN    := build-asan
 
 OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
 SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
@@ -47,7 +48,7 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series check-abi clean distclean
+        check-series check-abi sanitize clean distclean
 
 all: $(BUILD)/python
 
@@ -63,6 +64,7 @@ help:
 	@echo "                regenerate a patch from your edits in build/src"
 	@echo "make check-series  check that every prefix of the series builds"
 	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
+	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
@@ -138,6 +140,23 @@ $(STOCK)/python: $(STOCK)/Makefile
 
 stock: $(STOCK)/python
 
+# The same patched tree with AddressSanitizer and UndefinedBehaviorSanitizer
+# (`make sanitize`).  The interpreter runs while it is being built, and
+# CPython does not free everything at exit by design: leak reports would
+# stop the build, so leak detection is off here as in tools/sanitize.sh.
+$(ASAN)/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(ASAN)
+	cd $(ASAN) && ../$(SRC)/configure $(CONFIGURE_FLAGS) \
+	    --with-address-sanitizer --with-undefined-behavior-sanitizer \
+	    CFLAGS="$(FP_CFLAGS)" > configure.log 2>&1 || \
+	    { tail -30 configure.log; exit 1; }
+
+$(ASAN)/python: $(ASAN)/Makefile $(STAMPS)/overlay FORCE
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) -C $(ASAN) -j$(JOBS) -s
+
+sanitize: $(ASAN)/python
+	$(CLEAN_ENV) tools/sanitize.sh $(ASAN)/python
+
 FORCE:
 
 # --- using it ---------------------------------------------------------------
@@ -194,6 +213,7 @@ clean:
 	-$(MAKE) -C $(STOCK) clean
 	-$(MAKE) -C $(ABI)/stock clean
 	-$(MAKE) -C $(ABI)/ours clean
+	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) build-series
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series
