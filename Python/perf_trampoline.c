@@ -543,7 +543,7 @@ call_trampoline(py_trampoline tramp, PyThreadState *tstate,
 
 /* ---- Native stack budget ----------------------------------------------- */
 
-/* See PERF_TRAMPOLINE_STACK_LEFT() in pycore_perf_trampoline.h.  The
+/* See PERF_TRAMPOLINE_STACK_WITHIN() in pycore_perf_trampoline.h.  The
    reserve at the far end of a thread's stack, for the C code called below
    the budget: a quarter of the stack, at least 256 KiB, but never more
    than half of it (so that a thread with a small stack still names its
@@ -581,13 +581,14 @@ stack_budget_init(_PyPerfStackBudget *budget)
 }
 
 int
-_PyPerfTrampoline_StackLeft(uintptr_t here)
+_PyPerfTrampoline_StackLeft(void)
 {
     _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
     if (budget->known) {
         return 0;
     }
     stack_budget_init(budget);
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     return here - budget->low < budget->span;
 }
 

@@ -79,18 +79,20 @@ typedef struct {
 extern _Thread_local _PyPerfStackBudget _PyPerf_stack_budget
     PERF_TRAMPOLINE_TLS_MODEL;
 
-/* The slow path: 1 if a trampoline may start at `here` (the budget is
-   computed on a thread's first call), else 0. */
-extern int _PyPerfTrampoline_StackLeft(uintptr_t here);
+/* Is `addr`, an address in the caller's native frame, within the budget?
+   (Written without __builtin_expect: with it, GCC 12 allocates the
+   registers of _PyEval_EvalFrameDefault differently, and the calls of the
+   off path cost two more instructions each.) */
+#define PERF_TRAMPOLINE_STACK_WITHIN(addr) \
+    ((uintptr_t)(addr) - _PyPerf_stack_budget.low \
+     < _PyPerf_stack_budget.span)
 
-/* May a call whose caller's native frame holds `addr` use a trampoline? */
-#define PERF_TRAMPOLINE_STACK_LEFT(addr) \
-    (!PERF_TRAMPOLINE_UNLIKELY( \
-        (uintptr_t)(addr) - _PyPerf_stack_budget.low \
-        >= _PyPerf_stack_budget.span) \
-     || _PyPerfTrampoline_StackLeft((uintptr_t)(addr)))
+/* When it is not: 1 if the thread's budget was not known yet and the
+   caller is within it, else 0 (run the call inline). */
+extern int _PyPerfTrampoline_StackLeft(void);
 #else
-#define PERF_TRAMPOLINE_STACK_LEFT(addr) 1
+#define PERF_TRAMPOLINE_STACK_WITHIN(addr) 1
+#define _PyPerfTrampoline_StackLeft() 1
 #endif
 
 /* Start-up: honour -X perf, -X perf_jit, PYTHONPERFSUPPORT and
