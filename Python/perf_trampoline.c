@@ -569,6 +569,57 @@ call_trampoline(py_trampoline tramp, PyThreadState *tstate,
     return res;
 }
 
+/* ---- Native stack budget ----------------------------------------------- */
+
+/* See PERF_TRAMPOLINE_STACK_WITHIN() in pycore_perf_trampoline.h.  The
+   reserve at the far end of a thread's stack, for the C code called below
+   the budget: a quarter of the stack, at least 256 KiB, but never more
+   than half of it (so that a thread with a small stack still names its
+   outer calls). */
+#define STACK_RESERVE_MIN (256 * 1024)
+
+_Thread_local _PyPerfStackBudget _PyPerf_stack_budget
+    PERF_TRAMPOLINE_TLS_MODEL;
+
+/* The current thread's stack, from the bounds the thread library knows:
+   for the main thread, glibc derives them from RLIMIT_STACK (the stack
+   grows on demand up to it) and from the mapping below the stack.  If
+   they cannot be had, the budget stays empty and calls run inline. */
+static void
+stack_budget_init(_PyPerfStackBudget *budget)
+{
+    budget->known = 1;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return;
+    }
+    void *base;
+    size_t size;
+    int rc = pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        return;
+    }
+    size_t reserve = size / 4;
+    if (reserve < STACK_RESERVE_MIN) {
+        reserve = Py_MIN(STACK_RESERVE_MIN, size / 2);
+    }
+    budget->low = (uintptr_t)base + reserve;
+    budget->span = size - reserve;
+}
+
+int
+_PyPerfTrampoline_StackLeft(void)
+{
+    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
+    if (budget->known) {
+        return 0;
+    }
+    stack_budget_init(budget);
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    return here - budget->low < budget->span;
+}
+
 /* Out of line: the first call of a code object while a backend is on. */
 static Py_NO_INLINE PyObject *
 eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,

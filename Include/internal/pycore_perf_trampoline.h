@@ -51,6 +51,50 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
      == _PyPerfTrampoline_EvalFrame)
 
+/* The native stack budget of trampolined calls.  A frame run through a
+   trampoline spends a native evaluator frame, where stock 3.11 runs a
+   Python-to-Python call in the caller's evaluator; deep recursion would
+   overflow the thread's stack.  So a call instruction hands its frame to
+   the trampoline only while the evaluator's own native frame lies within
+   the budget of the current thread, [low, low + span): the thread's
+   stack minus a reserve at its far end, kept for the C code that Python
+   calls.  Past it (or on a stack that is not the thread's own) the call
+   runs inline, as in stock 3.11, and is not named.  `span` is 0 until the
+   thread's first trampolined call computes the budget, in
+   _PyPerfTrampoline_StackLeft(), which the test falls back to. */
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+typedef struct {
+    uintptr_t low;
+    uintptr_t span;
+    int known;
+} _PyPerfStackBudget;
+
+/* Initial-exec: a thread-local variable of libpython.so is then one load
+   away, not a call of __tls_get_addr(). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#  define PERF_TRAMPOLINE_TLS_MODEL
+#endif
+extern _Thread_local _PyPerfStackBudget _PyPerf_stack_budget
+    PERF_TRAMPOLINE_TLS_MODEL;
+
+/* Is `addr`, an address in the caller's native frame, within the budget?
+   (Written without __builtin_expect: with it, GCC 12 allocates the
+   registers of _PyEval_EvalFrameDefault differently, and the calls of the
+   off path cost two more instructions each.) */
+#define PERF_TRAMPOLINE_STACK_WITHIN(addr) \
+    ((uintptr_t)(addr) - _PyPerf_stack_budget.low \
+     < _PyPerf_stack_budget.span)
+
+/* When it is not: 1 if the thread's budget was not known yet and the
+   caller is within it, else 0 (run the call inline). */
+extern int _PyPerfTrampoline_StackLeft(void);
+#else
+#define PERF_TRAMPOLINE_STACK_WITHIN(addr) 1
+#define _PyPerfTrampoline_StackLeft() 1
+#endif
+
 /* Start-up: honour -X perf, -X perf_jit, PYTHONPERFSUPPORT and
    PYTHON_PERF_JIT_SUPPORT.  Never fails: problems become warnings. */
 extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
