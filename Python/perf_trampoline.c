@@ -132,9 +132,9 @@ trampoline_of(PyCodeObject *code)
 }
 
 #define NBACKENDS 2
-/* Arenas start at one page (enough for start-up) and double up to 64 KiB,
-   so that a short run does not pay for filling memory it never uses. */
-#define ARENA_MIN_SIZE (4 * 1024)
+/* Arenas start at one page (enough for start-up) and double up to 64 KiB
+   or one page, whichever is larger (kernels with 64 KiB pages exist), so
+   that a short run does not pay for filling memory it never uses. */
 #define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
 /* A record is assembled in a private buffer of RECORD_MAX bytes, then
@@ -313,8 +313,14 @@ static struct {
 static arena *
 arena_new(size_t slot_size)
 {
-    size_t size = perf.arenas == NULL ? ARENA_MIN_SIZE : perf.arenas->size * 2;
-    size = size < ARENA_MAX_SIZE ? size : ARENA_MAX_SIZE;
+    static size_t page;
+    if (page == 0) {
+        long n = sysconf(_SC_PAGESIZE);
+        page = n > 0 ? (size_t)n : 4096;
+    }
+    size_t max = page > ARENA_MAX_SIZE ? page : ARENA_MAX_SIZE;
+    size_t size = perf.arenas == NULL ? page : perf.arenas->size * 2;
+    size = size < max ? size : max;
     while (size < slot_size) {
         size *= 2;
     }
