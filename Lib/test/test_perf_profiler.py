@@ -73,8 +73,9 @@ import signal
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
-# A parent that calls in_parent(), forks, and a child that calls in_child()
-# and leaves through os._exit(); prints the child's pid.
+# A parent that calls in_parent() and in_both(), forks, and a child that
+# calls in_child() and in_both() and leaves through os._exit(); prints the
+# child's pid.
 FORK_SOURCE = """\
 import os
 print("PID", os.getpid(), flush=True)
@@ -82,11 +83,15 @@ def in_parent():
     return 1
 def in_child():
     return 2
+def in_both():
+    return 3
 in_parent()
+in_both()
 r, w = os.pipe()
 child = os.fork()
 if child == 0:
     in_child()
+    in_both()
     os.write(w, str(os.getpid()).encode())
     os._exit(0)
 os.close(w)
@@ -597,9 +602,12 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn(f"py::in_parent:{script}", parent_names)
         self.assertNotIn(f"py::in_child:{script}", parent_names)
         self.assertIn(f"py::in_child:{script}", child_names)
-        # Inherited trampolines are described in the child's file too.
+        # Inherited trampolines the child runs are described in its file
+        # too: the one running at the fork, and one called again after.
         self.assertIn(f"py::<module>:{script}", child_names)
-        self.assertIn(f"py::in_parent:{script}", child_names)
+        self.assertIn(f"py::in_both:{script}", child_names)
+        # Those it never runs cost it nothing.
+        self.assertNotIn(f"py::in_parent:{script}", child_names)
 
     def test_planted_symlink_is_not_followed(self):
         check_planted_symlink(self, map_path(1), "perf")
@@ -1484,7 +1492,9 @@ class TestJitDumpFile(unittest.TestCase):
                                exited_normally=False)
         loads = {r["name"]: r for rid, r in records if rid == JIT_CODE_LOAD}
         self.assertIn("py::in_child:<string>", loads)
-        self.assertIn("py::in_parent:<string>", loads)
+        self.assertIn("py::in_both:<string>", loads)
+        self.assertIn("py::<module>:<string>", loads)
+        self.assertNotIn("py::in_parent:<string>", loads)
         for rec in loads.values():
             self.assertEqual((rec["pid"], rec["tid"]), (child, child))
         self.check_dump(pid, ["py::in_parent:<string>"])
