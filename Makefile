@@ -34,6 +34,7 @@ STAMPS  := $(BUILD)/.stamps
 SRCGIT  := git --git-dir=$(BUILD)/src.git --work-tree=$(SRC)
 NOFP    := build-nofp
 STOCK   := build-stock
+ASAN    := build-asan
 
 OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
 SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
@@ -47,7 +48,7 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series clean distclean
+        check-series check-abi sanitize clean distclean
 
 all: $(BUILD)/python
 
@@ -62,6 +63,8 @@ help:
 	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
 	@echo "                regenerate a patch from your edits in build/src"
 	@echo "make check-series  check that every prefix of the series builds"
+	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
+	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
@@ -137,6 +140,23 @@ $(STOCK)/python: $(STOCK)/Makefile
 
 stock: $(STOCK)/python
 
+# The same patched tree with AddressSanitizer and UndefinedBehaviorSanitizer
+# (`make sanitize`).  The interpreter runs while it is being built, and
+# CPython does not free everything at exit by design: leak reports would
+# stop the build, so leak detection is off here as in tools/sanitize.sh.
+$(ASAN)/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(ASAN)
+	cd $(ASAN) && ../$(SRC)/configure $(CONFIGURE_FLAGS) \
+	    --with-address-sanitizer --with-undefined-behavior-sanitizer \
+	    CFLAGS="$(FP_CFLAGS)" > configure.log 2>&1 || \
+	    { tail -30 configure.log; exit 1; }
+
+$(ASAN)/python: $(ASAN)/Makefile $(STAMPS)/overlay FORCE
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) -C $(ASAN) -j$(JOBS) -s
+
+sanitize: $(ASAN)/python
+	$(CLEAN_ENV) tools/sanitize.sh $(ASAN)/python
+
 FORCE:
 
 # --- using it ---------------------------------------------------------------
@@ -161,10 +181,39 @@ refresh-patch:
 check-series:
 	tools/check-series.sh "$(MAKE)" build-series
 
+# Stock and patched --enable-shared builds, same flags, for `make check-abi`
+# (tools/check-abi.sh says what it checks).  The stock one reuses the
+# tarball unpacked in build-stock/src and is built once.
+ABI     := build-abi
+ABI_CONFIGURE = $(CONFIGURE_FLAGS) --enable-shared CFLAGS="$(FP_CFLAGS)" \
+    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+
+$(ABI)/stock/Makefile: $(STOCK)/src/configure
+	rm -rf $(ABI)/stock && mkdir -p $(ABI)/stock
+	cd $(ABI)/stock && ../../$(STOCK)/src/configure $(ABI_CONFIGURE)
+
+$(ABI)/stock/python: $(ABI)/stock/Makefile
+	$(MAKE) -C $(ABI)/stock -j$(JOBS) -s
+
+$(ABI)/ours/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(ABI)/ours
+	cd $(ABI)/ours && ../../$(SRC)/configure $(ABI_CONFIGURE)
+
+$(ABI)/ours/python: $(ABI)/ours/Makefile $(STAMPS)/overlay FORCE
+	$(MAKE) -C $(ABI)/ours -j$(JOBS) -s
+
+check-abi: $(BUILD)/python $(ABI)/stock/python $(ABI)/ours/python
+	tools/install-deps.sh
+	$(CLEAN_ENV) tools/check-abi.sh $(BUILD)/python $(STOCK)/src \
+	    $(ABI)/stock $(SRC) $(ABI)/ours $(ABI)/work
+
 clean:
 	-$(MAKE) -C $(BUILD) clean
 	-$(MAKE) -C $(NOFP) clean
 	-$(MAKE) -C $(STOCK) clean
+	-$(MAKE) -C $(ABI)/stock clean
+	-$(MAKE) -C $(ABI)/ours clean
+	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) build-series
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series

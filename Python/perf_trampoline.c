@@ -64,21 +64,24 @@
  * Python/perf_jit_trampoline.c.  This file owns everything else about the
  * files: /tmp/<name>-<pid>.<ext> is created 0600 without following
  * symlinks, and refused unless it is a regular file of ours with one link.
- * Records go into the file through a shared mapping of it, so describing
- * a new trampoline costs no system call: the file is allocated up to
- * 64 KiB ahead of its records, on disk (posix_fallocate) so that a full
- * disk is an error and not a SIGBUS, and each record is stored with its
- * first bytes last.  A killed process, or a child leaving through
- * os._exit(), thus leaves a file of whole records, naming every
- * trampoline it ran, followed by the room allocated ahead, filled with
- * bytes that readers skip (the backend's pad: blank lines in the map,
- * zeros that end the jitdump); at a normal exit the file is cut to its
- * records.  After fork() the child drops the parent's descriptor and
- * mapping and starts files named for its own pid.
+ * The map is the process's, not ours alone: a JIT or an agent in the
+ * same process may write to it too (through the PyUnstable_ C API at the
+ * end of this file, or on its own).  So a file is only ever appended to,
+ * each record with one write() of its own (O_APPEND keeps it whole among
+ * other writers), and never cut, grown ahead or mapped for writing: a
+ * killed process, or a child leaving through os._exit(), leaves whole
+ * records naming every trampoline it ran, and another writer that
+ * truncates the file costs lines, never the process.  Content written
+ * before this program was loaded is a stale file of an earlier process
+ * with our pid, and is emptied (perf would give our addresses its
+ * names).  After fork() the child drops the parent's descriptors, puts
+ * new trampolines in arenas of its own (perf names an inherited mapping
+ * after the parent) and starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
- * turns off and the program runs on.  Everything here runs with the GIL
- * held, which serializes all writers of a file.
+ * turns off and the program runs on.  Trampolines are made and described
+ * with the GIL held; files_lock serializes opening and closing them with
+ * the C API's callers, which may hold no GIL.
  */
 
 #include "Python.h"
@@ -149,6 +152,12 @@ struct _PyPerfFile {
     char path[64];
     char stage[RECORD_MAX];       /* the record being assembled */
 };
+
+/* Serializes opening and closing files (and the C API's writes) with
+   threads that call the PyUnstable_ perf map functions without the GIL.
+   Records of the trampolines are written with the GIL held, by one
+   write() each, which O_APPEND keeps whole among other writers. */
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* When this program started: the time file timestamps are taken from
    (the coarse real-time clock), read when the executable or library is
@@ -292,7 +301,9 @@ static struct {
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
     int atfork_registered;
+    int persist_after_fork;       /* see the C API */
     volatile int forked;          /* set in a child, until files move */
+    int finalized;                /* _PyPerfTrampoline_Fini() has run */
 } perf = {
     .backends = {
         {&_PyPerf_MapBackend, NULL, 0},
@@ -313,6 +324,7 @@ arena_new(size_t slot_size)
     size_t info_size = nslots * sizeof(slot_info);
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
     if (a == NULL) {
+        errno = ENOMEM;
         return NULL;
     }
     /* Fresh anonymous pages are zeroed: the slot records need no memset,
@@ -325,7 +337,9 @@ arena_new(size_t slot_size)
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
+        int saved = errno;
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     /* One copy of the template, then doubling copies of the filled part. */
@@ -335,8 +349,10 @@ arena_new(size_t slot_size)
         memcpy(mem + done * slot_size, mem, n * slot_size);
     }
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        int saved = errno;
         munmap(mem, size);
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     __builtin___clear_cache(mem, mem + size);
@@ -348,8 +364,10 @@ arena_new(size_t slot_size)
     a->prev = perf.arenas;
     perf.arenas = a;
     return a;
-fail:
+fail:;
+    int saved = errno;
     PyMem_RawFree(a);
+    errno = saved;
     return NULL;
 }
 
@@ -421,6 +439,24 @@ warn_file_error(const char *what, backend_state *st)
     PyErr_Restore(exc, val, tb);
 }
 
+/* The same about executable memory for trampolines (errno says why: an
+   address space limit, a policy that forbids executable mappings). */
+static void
+warn_memory_error(backend_state *st)
+{
+    int saved = errno;
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot map executable memory for "
+                         "trampolines: %s; the %s backend is off and perf "
+                         "will not name Python functions",
+                         strerror(saved), st->backend->name) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
 /* ---- Forked children ----------------------------------------------------
  *
  * A child of fork() inherits every trampoline, and perf names them in two
@@ -442,8 +478,8 @@ warn_file_error(const char *what, backend_state *st)
  * handed out in any generation), describes it and stores it under the
  * child's index.  Indexes are a limited resource (255 per interpreter,
  * one per generation: a child of a child takes another); when none is
- * left the child describes everything at once, as a backend switch
- * does. */
+ * left, or when asked to (PyUnstable_PerfTrampoline_SetPersistAfterFork),
+ * the child describes everything at once, as a backend switch does. */
 
 /* co_extra index of the first generation; -1 until a child of fork()
    takes an index of its own (until then it is code_index). */
@@ -603,7 +639,8 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
 
 /* Give `code` the next free trampoline, spaced as backend `st` needs
    (an arena made for a backend that needed less room is left as it is),
-   and make it the code object's.  NULL if that cannot be done. */
+   and make it the code object's.  NULL with errno set if that cannot be
+   done. */
 static char *
 assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
 {
@@ -622,6 +659,7 @@ assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
     char *tramp = a->start + a->nused * a->slot_size;
     if (set_trampoline(code, tramp) < 0) {
         PyErr_Clear();
+        errno = ENOMEM;
         return NULL;
     }
     slot_info *info = &a->info[a->nused++];
@@ -663,6 +701,14 @@ describe_all(backend_state *st)
     return 0;
 }
 
+/* What activate() describes: every live trampoline, or only the running
+   ones when a child of fork() re-activates its parent's backend. */
+static int
+describe_activated(backend_state *st)
+{
+    return activating_after_fork ? describe_running(st) : describe_all(st);
+}
+
 static py_trampoline
 new_trampoline(PyCodeObject *code)
 {
@@ -679,9 +725,12 @@ new_trampoline(PyCodeObject *code)
     char *tramp = inherited_trampoline(st, code, &info);
     if (tramp == NULL) {
         tramp = assign_slot(st, code, &info);
-        if (tramp == NULL) {
-            return NULL;
-        }
+    }
+    if (tramp == NULL) {
+        /* Once: calls of new code objects would all try again. */
+        warn_memory_error(st);
+        deactivate();
+        return NULL;
     }
     if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
         warn_file_error("write", st);
@@ -756,6 +805,8 @@ atfork_child(void)
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
     }
+    /* Another thread of the parent may have held it. */
+    pthread_mutex_init(&files_lock, NULL);
     perf.forked = 1;
     /* A file with the child's pid that was written before the fork is
        not the child's (content_is_stale()). */
@@ -781,10 +832,22 @@ find_backend(const char *name)
     return NULL;
 }
 
-/* Open the backend's file if it is not open yet.  -1 with errno set. */
+/* Open the backend's file if it is not open yet.  -1 with errno set.
+   Callers hold files_lock. */
 static int
 open_backend(backend_state *st)
 {
+    perf.code_size = (size_t)(_Py_trampoline_func_end
+                              - _Py_trampoline_func_start);
+    /* Before any file is open: a forked child must not write to it. */
+    if (!perf.atfork_registered) {
+        int rc = pthread_atfork(NULL, NULL, atfork_child);
+        if (rc != 0) {
+            errno = rc;
+            return -1;
+        }
+        perf.atfork_registered = 1;
+    }
     if (st->file == NULL) {
         st->file = PyMem_RawMalloc(sizeof(_PyPerfFile));
         if (st->file == NULL) {
@@ -793,17 +856,16 @@ open_backend(backend_state *st)
         }
         st->file->fd = -1;
     }
-    if (st->file->fd >= 0) {
-        return 0;
-    }
-    if (file_open(st->file, st->backend) < 0) {
-        return -1;
-    }
-    if (st->backend->init(st->file) < 0) {
-        int saved = errno;
-        file_close(st->file);
-        errno = saved;
-        return -1;
+    if (st->file->fd < 0) {
+        if (file_open(st->file, st->backend) < 0) {
+            return -1;
+        }
+        if (st->backend->init(st->file) < 0) {
+            int saved = errno;
+            file_close(st->file);
+            errno = saved;
+            return -1;
+        }
     }
     size_t size = st->backend->bytes_per_code(perf.code_size);
     st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
@@ -830,7 +892,8 @@ activate(const char *name)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
-        PyErr_Format(PyExc_ValueError, "invalid backend: %s", name);
+        /* (cut: the name is the caller's, of any length) */
+        PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
         return -1;
     }
     PyThreadState *tstate = _PyThreadState_GET();
@@ -847,6 +910,14 @@ activate(const char *name)
         PyErr_SetString(PyExc_RuntimeError,
                         "cannot activate a stack trampoline: a custom "
                         "frame evaluator (PEP 523) is already installed");
+        return -1;
+    }
+    if (perf.finalized) {
+        /* The files are complete (the dump ends with its CLOSE record),
+           and nothing would complete them again. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot activate a stack trampoline during "
+                        "interpreter finalization");
         return -1;
     }
     if (st == perf.active && !perf.forked
@@ -868,28 +939,21 @@ activate(const char *name)
             return -1;
         }
     }
-    if (!perf.atfork_registered) {
-        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "cannot register the fork handler of stack "
-                            "trampolines");
-            return -1;
-        }
-        perf.atfork_registered = 1;
-    }
     if (perf.forked) {
         leave_parent_files();
     }
     /* The new backend's file first: if it cannot be had, the active
        backend, if any, stays as it is. */
-    if (open_backend(st) < 0) {
-        warn_file_error("create", st);
-        return 1;
-    }
-    if ((activating_after_fork ? describe_running(st)
-                               : describe_all(st)) < 0) {
-        warn_file_error("write", st);
+    pthread_mutex_lock(&files_lock);
+    int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
+    int saved = errno;
+    if (failed == 2) {
         file_close(st->file);
+    }
+    pthread_mutex_unlock(&files_lock);
+    if (failed) {
+        errno = saved;
+        warn_file_error(failed == 1 ? "create" : "write", st);
         return 1;
     }
     deactivate();
@@ -908,9 +972,10 @@ _PyPerfTrampoline_AfterForkChild(void)
     leave_parent_files();
     if (st != NULL) {
         deactivate();
-        /* Without an index of its own, the child describes everything
-           it inherited at once. */
-        activating_after_fork = take_child_index() == 0;
+        /* Asked to persist what it inherited (the C API), or without an
+           index of its own, the child describes all of it at once. */
+        activating_after_fork = !perf.persist_after_fork
+                                && take_child_index() == 0;
         if (activate(st->backend->name) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
@@ -929,6 +994,7 @@ _PyPerfTrampoline_Fini(void)
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
     deactivate();
+    pthread_mutex_lock(&files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
         backend_state *st = &perf.backends[i];
         if (st->file != NULL && st->file->fd >= 0) {
@@ -936,6 +1002,7 @@ _PyPerfTrampoline_Fini(void)
             file_close(st->file);
         }
     }
+    pthread_mutex_unlock(&files_lock);
     PyErr_Restore(exc, val, tb);
     /* The next interpreter (Py_Initialize() again) hands out co_extra
        indexes anew, and the code objects the slots point to die with this
@@ -949,6 +1016,10 @@ _PyPerfTrampoline_Fini(void)
             a->info[i].code = NULL;
         }
     }
+    /* Until the next initialization (embedding applications may have
+       one): finalizers still run Python code, and may call
+       sys.activate_stack_trampoline(). */
+    perf.finalized = 1;
 }
 
 void *
@@ -1029,10 +1100,78 @@ control_bytes(uint64_t w)
     return ((w - ones * 0x20) | (x - ones)) & ~w & (ones * 0x80);
 }
 
-/* Append at most `room` bytes of the UTF-8 text of `str`, control
-   characters replaced (a name must stay on its line).  Never raises.
-   This runs for every new code object: ASCII strings (almost all names)
-   are read straight from the object, eight bytes at a time. */
+/* Write code point `c` to `out` (room for 6 bytes) as a name may show
+   it; return the byte count.  A name must stay one line of valid UTF-8:
+   control characters (C0, DEL, C1) and the Unicode line and paragraph
+   separators become '?', and a lone surrogate (a file name that is not
+   UTF-8 decodes to those, with surrogateescape) is spelt \udcXX. */
+static size_t
+put_code_point(char *out, Py_UCS4 c)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0x2028 || c == 0x2029) {
+        out[0] = '?';
+        return 1;
+    }
+    if (c < 0x80) {
+        out[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (char)(0xc0 | (c >> 6));
+        out[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c >= 0xd800 && c <= 0xdfff) {
+        out[0] = '\\';
+        out[1] = 'u';
+        for (int i = 0; i < 4; i++) {
+            out[2 + i] = hex[(c >> (12 - 4 * i)) & 15];
+        }
+        return 6;
+    }
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | (c >> 12));
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (c >> 18));
+    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+/* Append at most `room` bytes of a string that is not ASCII, encoded
+   here, character by character, and cut at a character boundary.
+   PyUnicode_AsUTF8AndSize() would raise for a lone surrogate, and the
+   exception it creates may start the garbage collector, which may run
+   Python code (finalizers, and with them new trampolines) while a record
+   is half assembled. */
+static size_t
+put_unicode_text(char *dst, size_t room, PyObject *str)
+{
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
+    size_t n = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        char out[6];
+        size_t k = put_code_point(out, PyUnicode_READ(kind, data, i));
+        if (k > room - n) {
+            break;
+        }
+        memcpy(dst + n, out, k);
+        n += k;
+    }
+    return n;
+}
+
+/* Append at most `room` bytes of the UTF-8 text of `str`, as
+   put_code_point() shows each character.  Never raises.  This runs for
+   every new code object: ASCII strings (almost all names) are read
+   straight from the object, eight bytes at a time. */
 static size_t
 put_text(char *dst, size_t room, PyObject *str)
 {
@@ -1043,8 +1182,8 @@ put_text(char *dst, size_t room, PyObject *str)
             text = (const char *)PyUnicode_DATA(str);
             size = PyUnicode_GET_LENGTH(str);
         }
-        else {
-            text = PyUnicode_AsUTF8AndSize(str, &size);
+        else if (PyUnicode_READY(str) == 0) {
+            return put_unicode_text(dst, room, str);
         }
     }
     if (text == NULL) {
@@ -1179,6 +1318,160 @@ const _PyPerfBackend _PyPerf_MapBackend = {
     .bytes_per_code = perf_map_bytes_per_code,
 };
 
+
+
+/* ---- The C API (PyUnstable_*) ------------------------------------------- */
+
+/* JIT compilers and agents inside the process describe their own code in
+   the same map, through the same file: one writer for all, safe to call
+   from any thread, with or without the GIL, whether or not a trampoline
+   backend is active. */
+
+static backend_state *
+map_state(void)
+{
+    return &perf.backends[0];
+}
+
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    pthread_mutex_lock(&files_lock);
+    int rc = open_backend(map_state());
+    pthread_mutex_unlock(&files_lock);
+    return rc < 0 ? -1 : 0;
+}
+
+/* write() all of it; the file is O_APPEND, so one call places it whole. */
+static int
+write_whole(int fd, const char *data, size_t size)
+{
+    ssize_t n;
+    do {
+        n = write(fd, data, size);
+    } while (n < 0 && errno == EINTR);
+    return n == (ssize_t)size ? 0 : -1;
+}
+
+int
+PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
+                             const char *entry_name)
+{
+    if (entry_name == NULL) {
+        return -1;
+    }
+    size_t len = strlen(entry_name);
+    char small[512];
+    char *line = small;
+    if (len + 2 * 16 + 3 > sizeof(small)) {
+        line = PyMem_RawMalloc(len + 2 * 16 + 3);
+        if (line == NULL) {
+            return -1;
+        }
+    }
+    char *p = put_hex(line, (uintptr_t)code_addr);
+    *p++ = ' ';
+    p = put_hex(p, code_size);
+    *p++ = ' ';
+    for (size_t i = 0; i < len; i++) {
+        /* one record per line, whatever the name holds */
+        unsigned char c = (unsigned char)entry_name[i];
+        *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
+    }
+    *p++ = '\n';
+    pthread_mutex_lock(&files_lock);
+    int rc = open_backend(map_state());
+    if (rc == 0) {
+        rc = write_whole(map_state()->file->fd, line, (size_t)(p - line));
+    }
+    pthread_mutex_unlock(&files_lock);
+    if (line != small) {
+        PyMem_RawFree(line);
+    }
+    return rc;
+}
+
+/* Close the map, unless the trampolines still write to it. */
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+    pthread_mutex_lock(&files_lock);
+    backend_state *st = map_state();
+    if (perf.active != st && st->file != NULL && st->file->fd >= 0) {
+        file_close(st->file);
+    }
+    pthread_mutex_unlock(&files_lock);
+}
+
+/* Append the content of another process's map (a parent's, typically) to
+   this process's. */
+int
+PyUnstable_CopyPerfMapFile(const char *parent_filename)
+{
+    if (parent_filename == NULL) {
+        return -1;
+    }
+    int from = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (from < 0) {
+        return -1;
+    }
+    char *buf = PyMem_RawMalloc(RECORD_MAX);
+    int rc = buf == NULL ? -1 : 0;
+    pthread_mutex_lock(&files_lock);
+    if (rc == 0) {
+        rc = open_backend(map_state());
+    }
+    struct stat a, b;
+    if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
+                    || fstat(map_state()->file->fd, &b) < 0
+                    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
+    {
+        rc = -1;
+    }
+    while (rc == 0) {
+        ssize_t n = read(from, buf, RECORD_MAX);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        rc = write_whole(map_state()->file->fd, buf, (size_t)n);
+    }
+    pthread_mutex_unlock(&files_lock);
+    PyMem_RawFree(buf);
+    close(from);
+    return rc;
+}
+
+/* Give `co` its trampoline now (a pre-fork server's master, before it
+   forks its workers, so that they share the trampolines and their
+   names).  0 on success or when it has one; -1 when no backend is active
+   or the trampoline could not be made. */
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+    if (co == NULL || perf.active == NULL) {
+        return -1;
+    }
+    if (trampoline_of(co) != NULL) {
+        return 0;
+    }
+    return new_trampoline(co) != NULL ? 0 : -1;
+}
+
+/* Upstream's switch between two behaviours of a forked child.  Here the
+   child always keeps its inherited trampolines and their names; its own
+   files describe those it runs, or, with the setting on, all of them at
+   once (as upstream's child copies its parent's map). */
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
+{
+    perf.persist_after_fork = enable;
+    return enable;
+}
+
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
 /* Never installed where there is no trampoline; defined so that ceval.c
@@ -1192,6 +1485,31 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
+
+int PyUnstable_PerfMapState_Init(void) { return -1; }
+int
+PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
+                             unsigned int Py_UNUSED(code_size),
+                             const char *Py_UNUSED(entry_name))
+{
+    return -1;
+}
+void PyUnstable_PerfMapState_Fini(void) {}
+int
+PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
+{
+    return 0;
+}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
 
@@ -1215,8 +1533,11 @@ find_xoption(const PyConfig *config, const wchar_t *name)
     return found;
 }
 
-/* An environment variable that enables a backend: a non-zero integer.
-   Anything else, including an empty value, is ignored. */
+/* An environment variable that enables a backend: an integer other than
+   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
+   digits, leading blanks allowed, within the range of a C int).  Unset or
+   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
+   ignores it silently). */
 static int
 env_enables(const PyConfig *config, const char *name)
 {
@@ -1227,12 +1548,25 @@ env_enables(const PyConfig *config, const char *name)
     char *end;
     errno = 0;
     long v = strtol(value, &end, 10);
-    return errno == 0 && *end == '\0' && v != 0;
+    if (end != value && *end == '\0' && errno == 0
+        && v >= INT_MIN && v <= INT_MAX)
+    {
+        return v != 0;
+    }
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "%s='%.100s' is not an integer in the range of a "
+                         "C int; ignored", name, value) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    return 0;
 }
 
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    perf.finalized = 0;
+#endif
     /* Later sources override earlier ones: the perf_jit spelling over
        the perf one, -X over the environment. */
     const char *backend = NULL;
@@ -1280,7 +1614,8 @@ sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
     if (!PyUnicode_Check(arg)) {
         PyErr_Format(PyExc_TypeError,
                      "activate_stack_trampoline() argument must be str, "
-                     "not %.200s", Py_TYPE(arg)->tp_name);
+                     "not %.50s",
+                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
         return NULL;
     }
     Py_ssize_t size;

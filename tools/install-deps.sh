@@ -5,7 +5,8 @@ set -eu
 PACKAGES="build-essential autoconf autoconf-archive pkg-config git
  linux-perf gdb valgrind strace util-linux
  libssl-dev zlib1g-dev libsqlite3-dev libffi-dev libbz2-dev liblzma-dev
- libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev"
+ libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev
+ abigail-tools python3-numpy"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

@@ -119,10 +119,12 @@ extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
 extern int _PyPerfFile_Kept(const _PyPerfFile *file);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
 
-/* Write the symbol of a code object, "py::QUALNAME:FILENAME" (UTF-8,
-   control characters replaced, NUL-terminated, at most _PyPerf_NAME_MAX
-   bytes before the NUL) into buf; return its length and set *file_at to
-   where FILENAME starts.  Never raises. */
+/* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
+   valid UTF-8 on one line (control characters and line separators
+   replaced, lone surrogates spelt \udcXX, cut at a character boundary),
+   NUL-terminated, at most _PyPerf_NAME_MAX bytes before the NUL.  Return
+   its length and set *file_at to where FILENAME starts.  Never raises
+   and runs no Python code. */
 #define _PyPerf_NAME_MAX 3072
 extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
                                  size_t *file_at);

@@ -1814,6 +1814,785 @@ class TestSysApi(unittest.TestCase):
                          "[10, 6, 6, 7, 20, 22, 'index', 'recursion', 1]")
 
 
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestChildProcesses(unittest.TestCase):
+    """Children started with the interpreter's flags (multiprocessing's
+    spawn and forkserver, subprocess with _args_from_interpreter_flags())
+    get -X perf and -X perf_jit too; forked children keep the trampoline
+    on.  Each child writes a file of its own."""
+
+    # Starts children every way multiprocessing and subprocess offer.
+    # Each child runs a function named after the way it was started and
+    # hands back its pid and whether its trampoline is on.  Every process
+    # started (helpers too: the resource tracker, the forkserver) is
+    # printed, so that the test removes their files.
+    SOURCE = textwrap.dedent("""\
+        import multiprocessing, os, subprocess, sys
+        from multiprocessing import forkserver, resource_tracker
+
+        def state():
+            return os.getpid(), sys.is_stack_trampoline_active()
+
+        def work_in_spawn():
+            return state()
+
+        def work_in_forkserver():
+            return state()
+
+        def work_in_fork_pool(i):
+            return state()
+
+        def run_in_child(conn, name):
+            conn.send(globals()[name]())
+            conn.close()
+
+        SUBPROCESS = '''
+        import os, sys
+        def work_in_subprocess():
+            return os.getpid(), sys.is_stack_trampoline_active()
+        print(*work_in_subprocess())
+        '''
+
+        def started(pid):
+            if pid is not None:
+                print("STARTED", pid, flush=True)
+
+        if __name__ == "__main__":
+            print("PID", os.getpid(), flush=True)
+            for method in ("spawn", "forkserver"):
+                ctx = multiprocessing.get_context(method)
+                r, w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=run_in_child,
+                                args=(w, "work_in_" + method))
+                p.start()
+                started(p.pid)
+                started(resource_tracker._resource_tracker._pid)
+                started(forkserver._forkserver._forkserver_pid)
+                w.close()
+                pid, active = r.recv()
+                p.join()
+                print("RAN", method, pid, active, flush=True)
+
+            pool = multiprocessing.get_context("fork").Pool(2)
+            for p in pool._pool:
+                started(p.pid)
+            ran = set(pool.map(work_in_fork_pool, range(8)))
+            pool.close()
+            pool.join()
+            for pid, active in ran:
+                print("RAN fork_pool", pid, active, flush=True)
+
+            proc = subprocess.Popen(
+                [sys.executable, *subprocess._args_from_interpreter_flags(),
+                 "-c", SUBPROCESS], stdout=subprocess.PIPE, text=True)
+            started(proc.pid)
+            out, _ = proc.communicate()
+            assert proc.returncode == 0, proc.returncode
+            print("RAN subprocess", out, end="", flush=True)
+
+            # The helpers go now: their files are complete when the test
+            # reads them, and none is written after it removed them.
+            forkserver._forkserver._stop()
+            resource_tracker._resource_tracker._stop()
+        """)
+
+    def run_children(self, *args, env=None):
+        tmp = tempfile.mkdtemp(prefix="test_perf_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        script = make_script(tmp, "children", self.SOURCE)
+        proc = run_python(*args, script, env=env, timeout=300)
+        for pid in re.findall(r"^(?:PID|STARTED) (\d+)$", proc.stdout, re.M):
+            self.addCleanup(remove_jit_files, int(pid))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stderr, "")
+        return proc.stdout, script
+
+    def names(self, backend, pid, exited_normally):
+        """The functions named in the file of `backend` of process `pid`
+        (which has no file of the other backend)."""
+        if backend == "perf":
+            self.assertFalse(os.path.exists(jit_path(pid)))
+            return {line.split(" ", 2)[2] for line in
+                    read_map_file(map_path(pid), exited_normally)}
+        self.assertFalse(os.path.exists(map_path(pid)))
+        return {rec["name"] for rid, rec in
+                read_jitdump(jit_path(pid), pid, exited_normally)
+                if rid == JIT_CODE_LOAD}
+
+    def check_children(self, backend, *args, env=None):
+        out, script = self.run_children(*args, env=env)
+        started = {int(pid) for pid in re.findall(r"^STARTED (\d+)$",
+                                                  out, re.M)}
+        ran = re.findall(r"^RAN (\w+) (\d+) (\w+)$", out, re.M)
+        self.assertEqual({way for way, _, _ in ran},
+                         {"spawn", "forkserver", "fork_pool", "subprocess"})
+        for way, pid, active in ran:
+            with self.subTest(way=way, pid=pid):
+                pid = int(pid)
+                self.assertIn(pid, started)
+                self.assertEqual(active, "True")
+                # Children of fork (forkserver's too) leave through
+                # os._exit(): their files may end in the room allocated
+                # ahead.
+                names = self.names(backend, pid, exited_normally=way in (
+                    "spawn", "subprocess"))
+                filename = "<string>" if way == "subprocess" else script
+                self.assertIn(f"py::work_in_{way}:{filename}", names)
+
+    def test_xoption_perf(self):
+        self.check_children("perf", "-X", "perf")
+
+    def test_xoption_perf_jit(self):
+        self.check_children("perf_jit", "-X", "perf_jit")
+
+    def test_environment_variable(self):
+        self.check_children("perf", env=env_with(PYTHONPERFSUPPORT="1"))
+
+    def test_jit_environment_variable(self):
+        self.check_children("perf_jit",
+                            env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
+
+    def test_flags_are_the_start_up_options(self):
+        # What the interpreter was started with, like the other -X
+        # options: not what sys.activate_stack_trampoline() and
+        # sys.deactivate_stack_trampoline() have made of it since.  The
+        # variables are not turned into options: children inherit the
+        # environment (and -E, which makes both ignore it).
+        code = textwrap.dedent("""\
+            import os, subprocess, sys
+            print("PID", os.getpid(), flush=True)
+            flags = subprocess._args_from_interpreter_flags
+            seen = [flags()]
+            sys.deactivate_stack_trampoline()
+            seen.append(flags())
+            sys.activate_stack_trampoline("perf_jit")
+            seen.append(flags())
+            sys.activate_stack_trampoline("perf")
+            seen.append(flags())
+            sys.deactivate_stack_trampoline()
+            print(seen[0] if seen.count(seen[0]) == 4 else seen)
+            """)
+        for args, env, expected in (
+                (("-X", "perf"), {}, ["-X", "perf"]),
+                (("-X", "perf_jit"), {}, ["-X", "perf_jit"]),
+                (("-X", "perf_jit", "-X", "perf"), {},
+                 ["-X", "perf", "-X", "perf_jit"]),
+                (("-X", "perf=1"), {}, ["-X", "perf=1"]),
+                ((), {"PYTHONPERFSUPPORT": "1"}, []),
+                (("-E", "-X", "perf"), {"PYTHON_PERF_JIT_SUPPORT": "1"},
+                 ["-E", "-X", "perf"]),
+                ((), {}, [])):
+            with self.subTest(args=args, env=env):
+                proc = run_python(*args, "-c", code, env=env_with(**env))
+                pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
+                if pid:
+                    self.addCleanup(remove_jit_files, int(pid.group(1)))
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout.splitlines()[-1],
+                                 str(expected))
+class TestHostileInput(unittest.TestCase):
+    """Bad input and hostile environments, one test per row of the README
+    table "Bad input and hostile environments": a clear error or warning,
+    the program and its output untouched, files that stay readable."""
+
+    ACTIVE = ("import os, sys; print('PID', os.getpid()); "
+              "print(sys.is_stack_trampoline_active())")
+
+    def run_code(self, code, *args, env=None, returncode=0, **kw):
+        """Run `code` (which prints "PID n" first) in a child; its files
+        are removed afterwards.  Returns (proc, pid)."""
+        proc = run_python(*args, "-c", textwrap.dedent(code),
+                          env=env if env is not None else env_with(), **kw)
+        pid = int(script_pid(proc.stdout))
+        self.addCleanup(remove_jit_files, pid)
+        self.assertEqual(proc.returncode, returncode, proc.stderr)
+        return proc, pid
+
+    def backend_of(self, pid):
+        """Which file the run `pid` wrote: "perf", "perf_jit" or None."""
+        has_map = os.path.exists(map_path(pid))
+        has_dump = os.path.exists(jit_path(pid))
+        self.assertFalse(has_map and has_dump)
+        return "perf" if has_map else "perf_jit" if has_dump else None
+
+    def check_files(self, pid, exited_normally=True):
+        """Both files of `pid`, where they exist, read strictly; returns
+        the names they give."""
+        names = set()
+        if os.path.exists(map_path(pid)):
+            for line in read_map_file(map_path(pid), exited_normally):
+                self.assertRegex(line, MAP_LINE)
+                names.add(line.split(" ", 2)[2])
+        if os.path.exists(jit_path(pid)):
+            for rid, rec in read_jitdump(jit_path(pid), pid,
+                                         exited_normally):
+                if rid == JIT_CODE_LOAD:
+                    names.add(rec["name"])
+        return names
+
+    # -- environment variables and -X options -----------------------------
+
+    def test_environment_values(self):
+        # As CPython 3.12+ reads them: an integer in the range of a C int
+        # (strtol, leading blanks allowed), non-zero enables; unset and
+        # empty are nothing; anything else is ignored, with a warning here.
+        cases = [("", False, False), ("0", False, False),
+                 ("abc", False, True), ("-1", True, False),
+                 (" 1", True, False), ("1 ", False, True),
+                 ("1" * 30, False, True), ("3000000000", False, True),
+                 ("+1", True, False)]
+        for var, backend in (("PYTHONPERFSUPPORT", "perf"),
+                             ("PYTHON_PERF_JIT_SUPPORT", "perf_jit")):
+            for value, enables, warns in cases:
+                with self.subTest(var=var, value=value):
+                    proc, pid = self.run_code(self.ACTIVE,
+                                              env=env_with(**{var: value}))
+                    self.assertEqual(proc.stdout.split()[-1], str(enables))
+                    self.assertEqual(self.backend_of(pid),
+                                     backend if enables else None)
+                    if warns:
+                        self.assertIn(f"RuntimeWarning: {var}='{value}' is "
+                                      f"not an integer", proc.stderr)
+                    else:
+                        self.assertEqual(proc.stderr, "")
+
+    def test_xoption_values(self):
+        # -X perf and -X perf_jit ignore any value, as in 3.12+.
+        for option, backend in (("perf=1", "perf"), ("perf_jit=0", "perf_jit"),
+                                ("perf=", "perf"), ("perf=0", "perf")):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(self.ACTIVE, "-X", option)
+                self.assertEqual(proc.stdout.split()[-1], "True")
+                self.assertEqual(proc.stderr, "")
+                self.assertEqual(self.backend_of(pid), backend)
+
+    def test_option_beats_jit_variable(self):
+        # sys > -X > environment: -X perf wins over PYTHON_PERF_JIT_SUPPORT
+        # (3.12+ reads that variable after -X perf and picks perf_jit).
+        proc, pid = self.run_code(self.ACTIVE, "-X", "perf",
+                                  env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
+        self.assertEqual(proc.stdout.split()[-1], "True")
+        self.assertEqual(self.backend_of(pid), "perf")
+
+    # -- sys.activate_stack_trampoline() arguments -------------------------
+
+    def test_activate_bad_arguments(self):
+        cases = [
+            (None, TypeError, "argument must be str, not None"),
+            (b"perf", TypeError, "argument must be str, not bytes"),
+            (1, TypeError, "argument must be str, not int"),
+            ("perf\0x", ValueError, "embedded null character"),
+            ("PERF", ValueError, "invalid backend: PERF"),
+            ("perf\udc80", UnicodeEncodeError, "surrogates not allowed"),
+            ("x" * 1_000_000, ValueError, "invalid backend: xxx"),
+        ]
+        for arg, exc, message in cases:
+            with self.subTest(arg=repr(arg)[:20]):
+                with self.assertRaises(exc) as cm:
+                    sys.activate_stack_trampoline(arg)
+                self.assertIn(message, str(cm.exception))
+                self.assertLess(len(str(cm.exception)), 300)
+                self.assertFalse(sys.is_stack_trampoline_active())
+
+    # -- the sys functions from unusual places ------------------------------
+
+    def test_sys_functions_from_threads(self):
+        proc, pid = self.run_code("""
+            import os, sys, threading
+            print("PID", os.getpid(), flush=True)
+            def toggle(k):
+                for i in range(200):
+                    sys.activate_stack_trampoline(("perf", "perf_jit")[i % 2])
+                    f = eval(f"lambda: {k * 1000 + i}")
+                    f()
+                    sys.is_stack_trampoline_active()
+                    if i % 3 == 0:
+                        sys.deactivate_stack_trampoline()
+            threads = [threading.Thread(target=toggle, args=(k,))
+                       for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            print("done")
+            """)
+        self.assertEqual(proc.stdout.split()[-1], "done")
+        self.assertEqual(proc.stderr, "")
+        self.assertIn("py::<lambda>:<string>", self.check_files(pid))
+
+    def test_sys_functions_from_signal_handler(self):
+        proc, pid = self.run_code("""
+            import os, signal, sys
+            print("PID", os.getpid(), flush=True)
+            calls = 0
+            def handler(signum, frame):
+                global calls
+                calls += 1
+                if calls % 3 == 2:
+                    sys.deactivate_stack_trampoline()
+                else:
+                    sys.activate_stack_trampoline(
+                        ("perf", "perf_jit")[calls % 2])
+                sys.is_stack_trampoline_active()
+            signal.signal(signal.SIGALRM, handler)
+            signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+            total = 0
+            while calls < 50:
+                ns = {}
+                exec("\\n".join(f"def f{i}(): return {i}"
+                                for i in range(300)), ns)
+                total += sum(ns[f"f{i}"]() for i in range(300))
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            print(total % 44850)
+            """)
+        self.assertEqual(proc.stdout.split()[-1], "0")
+        self.assertEqual(proc.stderr, "")
+        self.assertIn("py::f299:<string>", self.check_files(pid))
+
+    def test_sys_functions_from_atexit(self):
+        # atexit handlers run before the files are closed: what they do is
+        # described, and the files end as at any normal exit.
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                proc, pid = self.run_code(f"""
+                    import atexit, os, sys
+                    print("PID", os.getpid(), flush=True)
+                    def at_exit():
+                        sys.activate_stack_trampoline({backend!r})
+                        def in_atexit():
+                            return 1
+                        in_atexit()
+                        print(sys.is_stack_trampoline_active())
+                    atexit.register(at_exit)
+                    """)
+                self.assertEqual(proc.stdout.split()[-1], "True")
+                self.assertEqual(proc.stderr, "")
+                self.assertEqual(self.backend_of(pid), backend)
+                self.assertIn("py::at_exit.<locals>.in_atexit:<string>",
+                              self.check_files(pid))
+
+    def test_activate_during_finalization(self):
+        # A finalizer that runs after the files were completed cannot
+        # reopen them (that would truncate them): RuntimeError, and the
+        # files keep the run's records.
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code("""
+                    import os, sys
+                    print("PID", os.getpid(), flush=True)
+                    def before():
+                        return 1
+                    before()
+                    class Late:
+                        def __del__(self):
+                            try:
+                                sys.activate_stack_trampoline("perf")
+                            except RuntimeError as exc:
+                                print("late:", exc, flush=True)
+                            sys.deactivate_stack_trampoline()
+                            print(sys.is_stack_trampoline_active(),
+                                  flush=True)
+                    late = Late()
+                    """, "-X", option)
+                self.assertIn("late: cannot activate a stack trampoline "
+                              "during interpreter finalization", proc.stdout)
+                self.assertEqual(proc.stdout.split()[-1], "False")
+                self.assertEqual(self.backend_of(pid), option)
+                self.assertIn("py::before:<string>", self.check_files(pid))
+
+    # -- names that are hard to write ---------------------------------------
+
+    HARD_NAMES = [
+        ("lone\udc80surrogate", "lone\\udc80surrogate"),
+        ("new\nline\rreturn", "new?line?return"),
+        ("ctl\x01\x1b\x7f\x85\u2028\u2029x", "ctl??????x"),
+        ("tab\there", "tab?here"),
+        ("caf\u00e9 \U0001f600", "caf\u00e9 \U0001f600"),
+    ]
+
+    def test_hard_names(self):
+        # Qualnames and file names with lone surrogates, line breaks,
+        # control characters (C0, DEL, C1, U+2028/9), 10,000 characters
+        # (ASCII, two-, three- and four-byte UTF-8): one record per line
+        # of valid UTF-8 in the map, a strictly valid jitdump.
+        long_names = ["a" * 10_000, "\u00e9" * 10_000, "b\u00e9" * 5_000,
+                      "\u20ac" * 10_000, "\U0001f600" * 10_000,
+                      "\udcff" * 10_000]
+        code = """
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            names = %r + [c * (10_000 // len(c)) for c in %r]
+            for qualname in names:
+                for filename in (qualname, "plain.py"):
+                    ns = {}
+                    exec(compile("def f(): return 7", filename, "exec"), ns)
+                    f = ns["f"]
+                    f.__code__ = f.__code__.replace(co_qualname=qualname)
+                    assert f() == 7
+            print("done")
+            """ % ([n for n, _ in self.HARD_NAMES],
+                   [name[:2] for name in long_names])
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option)
+                self.assertEqual(proc.stdout.split()[-1], "done")
+                self.assertEqual(proc.stderr, "")
+                names = self.check_files(pid)
+                for _, shown in self.HARD_NAMES:
+                    self.assertIn(f"py::{shown}:{shown}", names)
+                    self.assertIn(f"py::{shown}:plain.py", names)
+                for long_name in long_names:
+                    head = "".join(f"\\u{ord(c):04x}"
+                                   if 0xd800 <= ord(c) < 0xe000 else c
+                                   for c in long_name[:20])
+                    self.assertTrue([n for n in names
+                                     if n.startswith(f"py::{head}")], head)
+                for name in names:
+                    self.assertLessEqual(len(name.encode()), 3072)
+                    self.assertNotIn("\n", name)
+
+    def test_non_utf8_file_name(self):
+        # A script whose file name is not UTF-8: Python decodes it with
+        # surrogateescape, the files spell those bytes \udcXX.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        path = os.path.join(os.fsencode(tmp), b"caf\xe9\xff.py")
+        with open(path, "w") as f:
+            f.write("import os\nprint('PID', os.getpid())\n"
+                    "def g():\n    return 3\nprint(g())\n")
+        shown = os.path.join(tmp, "caf\\udce9\\udcff.py")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = subprocess.run([sys.executable, "-X", option, path],
+                                      capture_output=True, text=True,
+                                      env=env_with())
+                pid = script_pid(proc.stdout)
+                self.addCleanup(remove_jit_files, pid)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout.split()[-1], "3")
+                names = self.check_files(pid)
+                self.assertIn(f"py::g:{shown}", names)
+                self.assertIn(f"py::<module>:{shown}", names)
+
+    # -- a hostile /tmp ------------------------------------------------------
+
+    def run_with_tmp(self, setup, option, code=None, after="true"):
+        """Run `code` under -X `option` in a private mount namespace whose
+        /tmp `setup` (shell commands) has changed, then `after` (shell
+        commands, in the namespace).  `$PY` is the interpreter.  Returns
+        the CompletedProcess; its return code is the interpreter's."""
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        code = code or ("import os; print('PID', os.getpid(), flush=True)\n"
+                        "def f():\n    return 45\nprint('output intact', f())")
+        shell = (f'PY=$0; {setup} || exit 99; "$PY" -X {option} -c "$1"; '
+                 f'rc=$?; {after}; exit $rc')
+        proc = subprocess.run([unshare, "-m", "sh", "-c", shell,
+                               sys.executable, code],
+                              capture_output=True, text=True, env=env_with())
+        if proc.returncode == 99:
+            self.skipTest(f"cannot set up /tmp here: {proc.stderr}")
+        return proc
+
+    def check_warned_and_ran(self, proc, message):
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
+        self.assertIn("RuntimeWarning: perf trampoline: cannot create",
+                      proc.stderr)
+        self.assertIn(message, proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+
+    def test_tmp_read_only(self):
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = self.run_with_tmp(
+                    "mount --bind /tmp /tmp && "
+                    "mount -o remount,bind,ro /tmp", option)
+                self.check_warned_and_ran(proc, "Read-only file system")
+
+    def test_tmp_not_a_directory(self):
+        # A new root in which /tmp is a regular file, the rest of the
+        # system bound in.
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        shell = ('R=$(mktemp -d) && mount -t tmpfs none "$R" || exit 99; '
+                 'for d in /*; do [ "$d" = /tmp ] && continue; '
+                 '[ -d "$d" ] || continue; mkdir "$R$d" && '
+                 'mount --rbind "$d" "$R$d" || exit 99; done; '
+                 'echo "not a directory" > "$R/tmp" || exit 99; '
+                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
+        code = ("import os; print('PID', os.getpid(), flush=True)\n"
+                "def f():\n    return 45\nprint('output intact', f())")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = subprocess.run(
+                    [unshare, "-m", "sh", "-c", shell, sys.executable, code,
+                     option], capture_output=True, text=True, env=env_with())
+                if proc.returncode == 99:
+                    self.skipTest("cannot make a new root here")
+                self.check_warned_and_ran(proc, "Not a directory")
+
+    def test_tmp_full_jitdump(self):
+        # (The map's counterpart is TestPerfMapFile.test_full_disk.)  A
+        # small tmpfs on /tmp: the program runs on, a warning says why, and
+        # the dump keeps its whole records, strictly valid.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        setup = (f'mount -t tmpfs -o size=256k none {tmp} && '
+                 f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
+                 f'mount --move {tmp} /tmp && '
+                 'case $PY in /tmp/*) PY=/tmp/orig/${PY#/tmp/};; esac')
+        proc = self.run_with_tmp(
+            setup, "perf_jit", code=MANY_FUNCTIONS,
+            after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out, _, dump = proc.stdout.partition("== dump\n")
+        self.assertEqual(out.split()[-1], str(sum(range(3000))))
+        self.assertIn("RuntimeWarning: perf trampoline: cannot write",
+                      proc.stderr)
+        self.assertIn("No space left on device", proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+        path = os.path.join(tmp, "jit.dump")
+        with open(path, "wb") as f:
+            f.write(bytes.fromhex(dump))
+        records = read_jitdump(path, script_pid(out))
+        loads = [rec for rid, rec in records if rid == JIT_CODE_LOAD]
+        self.assertGreater(len(loads), 100)
+
+    def test_descriptor_limit_exhausted(self):
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(f"""
+                    import os, resource, sys
+                    print("PID", os.getpid(), flush=True)
+                    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+                    held = []
+                    try:
+                        while True:
+                            held.append(os.open(os.devnull, os.O_RDONLY))
+                    except OSError:
+                        pass
+                    sys.activate_stack_trampoline({option!r})
+                    print(sys.is_stack_trampoline_active())
+                    for fd in held:
+                        os.close(fd)
+                    sys.activate_stack_trampoline({option!r})
+                    def later():
+                        return 1
+                    later()
+                    print(sys.is_stack_trampoline_active())
+                    """)
+                self.assertEqual(proc.stdout.split()[-2:], ["False", "True"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot "
+                              "create", proc.stderr)
+                self.assertIn("Too many open files", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.assertIn("py::later:<string>", self.check_files(pid))
+
+    def test_stale_file_of_same_pid(self):
+        # A file left by an earlier process with our pid (as pid 1 of a
+        # pid namespace, this one's pid is known): perf must not show its
+        # names for ours.  It is truncated before our first record.
+        pid1 = pid_namespace_command(self)
+        stale = {"perf": ("7f0000000000 1000 py::stale_function:old.py\n"
+                          * 1000).encode(),
+                 "perf_jit": b"\x01" * 40 + b"py::stale_function" * 500}
+        for option, path in (("perf", map_path(1)),
+                             ("perf_jit", jit_path(1))):
+            with self.subTest(option=option):
+                os_helper.unlink(path)
+                self.addCleanup(os_helper.unlink, path)
+                with open(path, "wb") as f:
+                    f.write(stale[option])
+                os.chmod(path, 0o600)
+                # last written by that earlier process, a while ago
+                old = os.stat(path).st_mtime - 3600
+                os.utime(path, (old, old))
+                proc = subprocess.run(
+                    [*pid1, sys.executable, "-X", option, "-c",
+                     "def ours():\n    return 2\nprint(ours())"],
+                    capture_output=True, text=True, env=env_with())
+                self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                                 (0, "2\n", ""))
+                names = set()
+                if option == "perf":
+                    for line in read_map_file(path):
+                        self.assertRegex(line, MAP_LINE)
+                        names.add(line.split(" ", 2)[2])
+                else:
+                    for rid, rec in read_jitdump(path, 1):
+                        if rid == JIT_CODE_LOAD:
+                            names.add(rec["name"])
+                self.assertIn("py::ours:<string>", names)
+                self.assertFalse([n for n in names if "stale" in n])
+                with open(path, "rb") as f:
+                    self.assertNotIn(b"stale", f.read())
+
+    # -- executable memory refused -------------------------------------------
+
+    def test_address_space_limit(self):
+        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(f"""
+                    import os, resource, sys
+                    print("PID", os.getpid(), flush=True)
+                    sys.activate_stack_trampoline({option!r})
+                    def vm_size():
+                        with open("/proc/self/status") as f:
+                            for line in f:
+                                if line.startswith("VmSize:"):
+                                    return int(line.split()[1]) * 1024
+                    code = compile("\\n".join(f"def f{{i}}(): return {{i}}"
+                                              for i in range(3000)),
+                                   "<many>", "exec")
+                    ns = {{}}
+                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                    resource.setrlimit(resource.RLIMIT_AS, (vm_size(), hard))
+                    exec(code, ns)
+                    total = sum(ns[f"f{{i}}"]() for i in range(3000))
+                    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+                    print("output intact", total,
+                          sys.is_stack_trampoline_active())
+                    """)
+                self.assertEqual(proc.stdout.split()[-4:],
+                                 ["output", "intact", str(sum(range(3000))),
+                                  "False"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
+                              "executable memory for trampolines: Cannot "
+                              "allocate memory", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.check_files(pid)
+
+    # A seccomp filter that refuses to make memory executable, as a W^X
+    # policy (SELinux's execmem) does: mprotect(..., PROT_EXEC) fails with
+    # EACCES.  Linux x86_64 numbers.
+    WX_POLICY = """
+        import ctypes, errno, struct
+        def _bpf(code, k, jt=0, jf=0):
+            return struct.pack("HBBI", code, jt, jf, k)
+        _filter = b"".join([
+            _bpf(0x20, 4),                         # ld arch
+            _bpf(0x15, 0xC000003E, 1, 0),          # x86_64?
+            _bpf(0x06, 0x7FFF0000),                # allow
+            _bpf(0x20, 0),                         # ld syscall number
+            _bpf(0x15, 10, 0, 3),                  # mprotect?
+            _bpf(0x20, 32),                        # ld args[2] (prot)
+            _bpf(0x45, 4, 0, 1),                   # PROT_EXEC set?
+            _bpf(0x06, 0x00050000 | errno.EACCES), # fail with EACCES
+            _bpf(0x06, 0x7FFF0000),                # allow
+        ])
+        class _Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _prog = _Prog(len(_filter) // 8, _filter)
+        if (_libc.prctl(38, 1, 0, 0, 0) != 0          # PR_SET_NO_NEW_PRIVS
+                or _libc.prctl(22, 2, ctypes.byref(_prog), 0, 0) != 0):
+            print("SECCOMP FAILED", flush=True)
+        """
+
+    def test_executable_memory_refused(self):
+        try:
+            import ctypes
+        except ImportError:
+            self.skipTest("needs ctypes")
+        if os.uname().machine != "x86_64":
+            self.skipTest("the filter is written for x86_64")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(textwrap.dedent(self.WX_POLICY)
+                                          + textwrap.dedent(f"""
+                    import os, sys
+                    print("PID", os.getpid(), flush=True)
+                    sys.activate_stack_trampoline({option!r})
+                    def f(n):
+                        return n + 1
+                    print("output intact", f(1), f(2))
+                    print(sys.is_stack_trampoline_active())
+                    """))
+                if "SECCOMP FAILED" in proc.stdout:
+                    self.skipTest("cannot install a seccomp filter here")
+                self.assertEqual(proc.stdout.splitlines()[-2:],
+                                 ["output intact 2 3", "False"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
+                              "executable memory for trampolines: Permission "
+                              "denied", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.check_files(pid)
+
+    # -- signals -------------------------------------------------------------
+
+    def test_signal_storm_while_creating_trampolines(self):
+        # SIGALRM every 100 us while thousands of trampolines are made and
+        # written; every 7th signal that arrives in the try block raises
+        # KeyboardInterrupt, which the program handles by doing the
+        # interrupted function again.
+        code = """
+            import os, signal, sys
+            print("PID", os.getpid(), flush=True)
+            alarms = interrupts = 0
+            inside = False
+            def on_alarm(signum, frame):
+                global alarms
+                alarms += 1
+                if inside and alarms % 7 == 0:
+                    raise KeyboardInterrupt
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+            done = set()
+            for i in range(6000):
+                while i not in done:
+                    try:
+                        inside = True
+                        ns = {}
+                        exec(f"def g{i}(): return {i}", ns)
+                        if ns[f"g{i}"]() == i:
+                            done.add(i)
+                        inside = False
+                    except KeyboardInterrupt:
+                        inside = False
+                        interrupts += 1
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            print(len(done), interrupts > 0)
+            """
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option)
+                self.assertEqual(proc.stdout.split()[-2:], ["6000", "True"])
+                self.assertEqual(proc.stderr, "")
+                names = self.check_files(pid)
+                for i in range(6000):
+                    self.assertIn(f"py::g{i}:<string>", names)
+
+    def test_unhandled_interrupt_while_creating_trampolines(self):
+        # SIGINT, with Python's default handler, in the middle of making
+        # trampolines: KeyboardInterrupt at a normal place, the usual exit,
+        # files closed and whole.
+        code = """
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            signal.signal(signal.SIGALRM,
+                          lambda *a: os.kill(os.getpid(), signal.SIGINT))
+            i = 0
+            while True:
+                ns = {}
+                exec(f"def h{i}(): return {i}", ns)
+                ns[f"h{i}"]()
+                i += 1
+            """
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option,
+                                          returncode=-signal.SIGINT)
+                self.assertIn("KeyboardInterrupt", proc.stderr)
+                self.assertNotIn("Fatal", proc.stderr)
+                self.assertIn("py::h0:<string>", self.check_files(pid))
+
+
 class TestBuild(unittest.TestCase):
 
     @unittest.skipUnless(sys.platform == "linux"
