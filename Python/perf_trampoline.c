@@ -53,8 +53,9 @@
  * interpreter).  Trampolines are never reused: a later owner of the same
  * addresses would be misnamed in samples taken before.  Each slot remembers
  * its code object (forgotten when the code object dies) and which backends
- * have been told about it, so that switching backends or forking re-describes
- * exactly the live trampolines.
+ * have been told about it in this process, so that switching backends
+ * re-describes exactly the live trampolines, and a forked child those it
+ * runs (see "Forked children" below).
  *
  * Backends and files
  * ------------------
@@ -274,6 +275,7 @@ file_close(_PyPerfFile *file)
 typedef struct {
     PyCodeObject *code;           /* borrowed; NULL once the code dies */
     unsigned char described;      /* bit i: backends[i] has an entry */
+    unsigned int generation;      /* `described` is of this generation */
 } slot_info;
 
 typedef struct arena {
@@ -461,6 +463,170 @@ warn_memory_error(backend_state *st)
     PyErr_Restore(exc, val, tb);
 }
 
+/* ---- Forked children ----------------------------------------------------
+ *
+ * A child of fork() inherits every trampoline, and perf names them in two
+ * ways.  When it follows the fork, it names the arenas the child
+ * inherited from the parent's file (it copies the parent's mappings at
+ * the fork), and the child's own arenas from the child's file.  When it
+ * is attached to the child alone later (perf record -p), it learns the
+ * mappings from /proc and names them all from the child's file.  A
+ * sample can only land in a trampoline that was running at the fork or
+ * was entered since, so that is all the child's file must describe: the
+ * frames on the forking thread's stack at once, every other inherited
+ * trampoline when the child first calls it.  A child that exits at once
+ * pays for a few records, not for every function alive.
+ *
+ * To see that first call, the child takes a new co_extra index: every
+ * code object then looks new to _PyPerfTrampoline_EvalFrame(), and
+ * new_trampoline() finds its inherited trampoline under `base_index`
+ * (the index of the first generation, which holds every trampoline
+ * handed out in any generation), describes it and stores it under the
+ * child's index.  Indexes are a limited resource (255 per interpreter,
+ * one per generation: a child of a child takes another); when none is
+ * left, or when asked to (PyUnstable_PerfTrampoline_SetPersistAfterFork),
+ * the child describes everything at once, as a backend switch does. */
+
+/* co_extra index of the first generation; -1 until a child of fork()
+   takes an index of its own (until then it is code_index). */
+static Py_ssize_t base_index = -1;
+/* Set while a child of fork() re-activates its parent's backend. */
+static int activating_after_fork;
+/* One more in each child of fork(): slot records of an earlier one tell
+   what was described in the parent's files, and are not rewritten (that
+   would copy every page of them into the child). */
+static unsigned int generation;
+
+/* Has backend `bit` described the slot in this process's file? */
+static inline int
+is_described(const slot_info *info, int bit)
+{
+    return info->generation == generation && (info->described & (1 << bit));
+}
+
+/* The co_extra entry `index` of `code` (NULL when there is none). */
+static char *
+extra_at(PyCodeObject *code, Py_ssize_t index)
+{
+    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
+    if (index >= 0 && extra != NULL && index < extra->ce_size) {
+        return extra->ce_extras[index];
+    }
+    return NULL;
+}
+
+/* Make `tramp` the trampoline of `code`, in this process and (through
+   base_index) in its future children.  -1 with an exception set. */
+static int
+set_trampoline(PyCodeObject *code, char *tramp)
+{
+    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+        return -1;
+    }
+    if (base_index >= 0 && base_index != code_index
+        && _PyCode_SetExtra((PyObject *)code, base_index, tramp) < 0)
+    {
+        /* Only a later child's shortcut is lost: it will give `code` a
+           trampoline of its own. */
+        PyErr_Clear();
+    }
+    return 0;
+}
+
+/* The trampoline stored for `code` under co_extra `index`, with its slot
+   record, if it is still `code`'s (the entry may be another co_extra
+   user's after the interpreter was initialized again) and is spaced as
+   backend `st` needs.  NULL otherwise. */
+static char *
+trampoline_at(backend_state *st, PyCodeObject *code, Py_ssize_t index,
+              slot_info **info_p)
+{
+    char *tramp = extra_at(code, index);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        if (tramp < a->start || tramp >= a->start + a->size) {
+            continue;
+        }
+        size_t offset = (size_t)(tramp - a->start);
+        size_t i = offset / a->slot_size;
+        if (offset % a->slot_size != 0 || i >= a->nused
+            || a->info[i].code != code || a->slot_size < st->slot_size)
+        {
+            return NULL;
+        }
+        *info_p = &a->info[i];
+        return tramp;
+    }
+    return NULL;
+}
+
+/* In a child of fork() that took a co_extra index of its own: the
+   trampoline `code` got in an earlier generation, now stored under the
+   child's index too.  NULL if there is none to reuse. */
+static char *
+inherited_trampoline(backend_state *st, PyCodeObject *code,
+                     slot_info **info_p)
+{
+    if (base_index < 0 || base_index == code_index) {
+        return NULL;
+    }
+    char *tramp = trampoline_at(st, code, base_index, info_p);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return tramp;
+}
+
+/* Give the child its own co_extra index (see above).  0 on success, -1
+   when there is no index left (or nothing was ever handed out). */
+static int
+take_child_index(void)
+{
+    if (code_index < 0 || perf.arenas == NULL) {
+        return -1;
+    }
+    Py_ssize_t index = _PyEval_RequestCodeExtraIndex(forget_code);
+    if (index < 0) {
+        return -1;
+    }
+    if (base_index < 0) {
+        base_index = code_index;
+    }
+    code_index = index;
+    return 0;
+}
+
+static int describe(backend_state *st, const char *tramp, slot_info *info,
+                    int bit);
+
+/* Describe the trampolines of the frames on this thread's stack (after
+   fork(), the only thread).  Inherited trampolines entered later are
+   described by new_trampoline(). */
+static int
+describe_running(backend_state *st)
+{
+    int bit = (int)(st - perf.backends);
+    PyThreadState *tstate = _PyThreadState_GET();
+    for (_PyInterpreterFrame *f = tstate->cframe->current_frame; f != NULL;
+         f = f->previous)
+    {
+        slot_info *info;
+        char *tramp = trampoline_at(st, f->f_code, base_index, &info);
+        if (tramp != NULL && !is_described(info, bit)
+            && describe(st, tramp, info, bit) < 0)
+        {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Describe one slot to the active backend. */
 static int
 describe(backend_state *st, const char *tramp, slot_info *info, int bit)
@@ -468,6 +634,10 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
     if (st->backend->write_entry(st->file, tramp, perf.code_size,
                                  info->code) < 0) {
         return -1;
+    }
+    if (info->generation != generation) {
+        info->generation = generation;
+        info->described = 0;
     }
     info->described |= (unsigned char)(1 << bit);
     return 0;
@@ -493,7 +663,7 @@ assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
         }
     }
     char *tramp = a->start + a->nused * a->slot_size;
-    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+    if (set_trampoline(code, tramp) < 0) {
         PyErr_Clear();
         errno = ENOMEM;
         return NULL;
@@ -517,7 +687,7 @@ describe_all(backend_state *st)
         for (size_t i = 0; i < a->nused; i++) {
             slot_info *info = &a->info[i];
             char *tramp = a->start + i * a->slot_size;
-            if (info->code == NULL || (info->described & (1 << bit))) {
+            if (info->code == NULL || is_described(info, bit)) {
                 continue;
             }
             if (a->slot_size < st->slot_size) {
@@ -537,6 +707,14 @@ describe_all(backend_state *st)
     return 0;
 }
 
+/* What activate() describes: every live trampoline, or only the running
+   ones when a child of fork() re-activates its parent's backend. */
+static int
+describe_activated(backend_state *st)
+{
+    return activating_after_fork ? describe_running(st) : describe_all(st);
+}
+
 static py_trampoline
 new_trampoline(PyCodeObject *code)
 {
@@ -548,15 +726,19 @@ new_trampoline(PyCodeObject *code)
         }
     }
     backend_state *st = perf.active;
+    int bit = (int)(st - perf.backends);
     slot_info *info;
-    char *tramp = assign_slot(st, code, &info);
+    char *tramp = inherited_trampoline(st, code, &info);
+    if (tramp == NULL) {
+        tramp = assign_slot(st, code, &info);
+    }
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
         warn_memory_error(st);
         deactivate();
         return NULL;
     }
-    if (describe(st, tramp, info, (int)(st - perf.backends)) < 0) {
+    if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
         warn_file_error("write", st);
         deactivate();
     }
@@ -683,6 +865,9 @@ atfork_child(void)
     /* Another thread of the parent may have held it. */
     pthread_mutex_init(&files_lock, NULL);
     perf.forked = 1;
+    /* A file with the child's pid that was written before the fork is
+       not the child's (content_is_stale()). */
+    note_image_start();
 }
 
 /* Forget what was described in the parent's files. */
@@ -690,11 +875,7 @@ static void
 leave_parent_files(void)
 {
     perf.forked = 0;
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
-            a->info[i].described = 0;
-        }
-    }
+    generation++;
 }
 
 static backend_state *
@@ -821,7 +1002,7 @@ activate(const char *name)
     /* The new backend's file first: if it cannot be had, the active
        backend, if any, stays as it is. */
     pthread_mutex_lock(&files_lock);
-    int failed = open_backend(st) < 0 ? 1 : describe_all(st) < 0 ? 2 : 0;
+    int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
     int saved = errno;
     if (failed == 2) {
         file_close(st->file);
@@ -848,9 +1029,14 @@ _PyPerfTrampoline_AfterForkChild(void)
     leave_parent_files();
     if (st != NULL) {
         deactivate();
+        /* Asked to persist what it inherited (the C API), or without an
+           index of its own, the child describes all of it at once. */
+        activating_after_fork = !perf.persist_after_fork
+                                && take_child_index() == 0;
         if (activate(st->backend->name) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
+        activating_after_fork = 0;
     }
 }
 
@@ -881,6 +1067,7 @@ _PyPerfTrampoline_Fini(void)
        used: a daemon thread may still be inside one, and perf may name
        samples taken there. */
     code_index = -1;
+    base_index = -1;
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
             a->info[i].code = NULL;
@@ -1332,8 +1519,9 @@ PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
 }
 
 /* Upstream's switch between two behaviours of a forked child.  Here the
-   child always keeps its inherited trampolines and their names (its own
-   map describes them too), so the setting is only remembered. */
+   child always keeps its inherited trampolines and their names; its own
+   files describe those it runs, or, with the setting on, all of them at
+   once (as upstream's child copies its parent's map). */
 int
 PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
 {

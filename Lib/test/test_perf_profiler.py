@@ -73,8 +73,9 @@ import signal
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
-# A parent that calls in_parent(), forks, and a child that calls in_child()
-# and leaves through os._exit(); prints the child's pid.
+# A parent that calls in_parent() and in_both(), forks, and a child that
+# calls in_child() and in_both() and leaves through os._exit(); prints the
+# child's pid.
 FORK_SOURCE = """\
 import os
 print("PID", os.getpid(), flush=True)
@@ -82,15 +83,53 @@ def in_parent():
     return 1
 def in_child():
     return 2
+def in_both():
+    return 3
 in_parent()
+in_both()
 r, w = os.pipe()
 child = os.fork()
 if child == 0:
     in_child()
+    in_both()
     os.write(w, str(os.getpid()).encode())
     os._exit(0)
 os.close(w)
 print("CHILD", int(os.read(r, 100)), flush=True)
+os.waitpid(child, 0)
+"""
+
+
+# A parent, its child and its grandchild, each calling functions made by
+# itself and by its ancestors; the descendants leave through os._exit().
+GRANDCHILD_SOURCE = """\
+import os
+print("PID", os.getpid(), flush=True)
+def in_all():
+    return 1
+def only_in_parent():
+    return 2
+in_all()
+only_in_parent()
+child = os.fork()
+if child == 0:
+    def made_in_child():
+        return 3
+    made_in_child()
+    in_all()
+    grandchild = os.fork()
+    if grandchild == 0:
+        def made_in_grandchild():
+            return 4
+        made_in_grandchild()
+        made_in_child()
+        in_all()
+        in_all()
+        print("GRANDCHILD", os.getpid(), flush=True)
+        os._exit(0)
+    os.waitpid(grandchild, 0)
+    print("CHILD", os.getpid(), flush=True)
+    os._exit(0)
 os.waitpid(child, 0)
 """
 
@@ -597,9 +636,31 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn(f"py::in_parent:{script}", parent_names)
         self.assertNotIn(f"py::in_child:{script}", parent_names)
         self.assertIn(f"py::in_child:{script}", child_names)
-        # Inherited trampolines are described in the child's file too.
+        # Inherited trampolines the child runs are described in its file
+        # too: the one running at the fork, and one called again after.
         self.assertIn(f"py::<module>:{script}", child_names)
-        self.assertIn(f"py::in_parent:{script}", child_names)
+        self.assertIn(f"py::in_both:{script}", child_names)
+        # Those it never runs cost it nothing.
+        self.assertNotIn(f"py::in_parent:{script}", child_names)
+
+    def test_grandchild_describes_what_it_runs(self):
+        # Each generation describes the inherited trampolines it runs,
+        # whichever ancestor made them, and its own, each once.
+        proc, pid, script = self.run_map_script(
+            "-X", "perf", source=GRANDCHILD_SOURCE)
+        pids = dict(re.findall(r"^(CHILD|GRANDCHILD) (\d+)$", proc.stdout,
+                               re.M))
+        for p in pids.values():
+            self.forget_pid(int(p))
+        expected = {"CHILD": ["<module>", "made_in_child", "in_all"],
+                    "GRANDCHILD": ["<module>", "made_in_child", "in_all",
+                                   "made_in_grandchild"]}
+        for who, names in expected.items():
+            lines = self.read_map(int(pids[who]), exited_normally=False)
+            self.assertCountEqual([l.split(" ", 2)[2] for l in lines],
+                                  [f"py::{n}:{script}" for n in names])
+            starts = [int(l.split()[0], 16) for l in lines]
+            self.assertEqual(len(starts), len(set(starts)))
 
     def test_planted_symlink_is_not_followed(self):
         check_planted_symlink(self, map_path(1), "perf")
@@ -792,6 +853,40 @@ parent_only_function()
 os.waitpid(pid, 0)
 """
 
+# The same, but the child's hot function was first called in the parent,
+# before the fork: the child runs it through an inherited trampoline.
+FORK_INHERITED_SOURCE = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+def warm():
+    return 1
+warm()
+def child_work(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+child_work(10)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    os.write(w, b"go")
+    if sys.argv[1:] == ["wait"]:
+        while not os.path.exists(sys.argv[0] + ".stop"):
+            child_work(200_000)
+    else:
+        child_work(5_000_000)
+    os._exit(0)
+os.close(w)
+os.read(r, 2)
+print("CHILD", pid, flush=True)
+def parent_only_function():
+    return 2
+parent_only_function()
+os.waitpid(pid, 0)
+"""
+
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
 class TestProcessShapes(PerfTestCase):
@@ -841,26 +936,28 @@ class TestProcessShapes(PerfTestCase):
 
     @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
-    def test_forked_child_named_by_perf_attached_later(self):
-        # perf record -p CHILD: perf learns the child's mappings from
-        # /proc and names them all from the child's own map, which must
-        # describe the trampolines it inherited too.
-        script = make_script(self.tmp, "forked", FORK_HOT_SOURCE)
+    def record_child_later(self, source, backend, *options):
+        """Run `source` with the argument "wait" under -X `backend`, and
+        perf record -p its child for a second with `options`; returns the
+        perf.data path, the script, the parent's and the child's pids."""
+        script = make_script(self.tmp, "forked", source)
         stop = script + ".stop"
         self.addCleanup(os_helper.unlink, stop)
-        proc = subprocess.Popen([sys.executable, "-X", "perf", script,
+        proc = subprocess.Popen([sys.executable, "-X", backend, script,
                                  "wait"], stdout=subprocess.PIPE,
                                 text=True, env=env_with())
         self.addCleanup(proc.kill)
         pid = script_pid(proc.stdout.readline())
         self.forget_pid(pid)
+        self.addCleanup(remove_jit_files, pid)
         child = int(re.search(r"CHILD (\d+)",
                               proc.stdout.readline()).group(1))
         self.forget_pid(child)
+        self.addCleanup(remove_jit_files, child)
         data = os.path.join(self.tmp, "perf.data")
         try:
             rec = subprocess.run(
-                perf_command("record", "-F", "999", "-g", "-o", data,
+                perf_command("record", "-F", "999", *options, "-o", data,
                              "-p", str(child), "--", "sleep", "1"),
                 capture_output=True, text=True, timeout=300)
         finally:
@@ -868,10 +965,53 @@ class TestProcessShapes(PerfTestCase):
                 pass
         self.assertEqual(proc.wait(timeout=300), 0)
         self.assertEqual(rec.returncode, 0, rec.stderr)
+        return data, script, pid, child
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_forked_child_named_by_perf_attached_later(self):
+        # perf record -p CHILD: perf learns the child's mappings from
+        # /proc and names them all from the child's own map, which must
+        # describe the trampolines it runs, inherited ones too (here the
+        # one of <module>, running at the fork).
+        data, script, pid, child = self.record_child_later(
+            FORK_HOT_SOURCE, "perf", "-g")
         text = subprocess.run(perf_command("script", "-i", data),
                               capture_output=True, text=True,
                               timeout=300).stdout
         self.check_child_named(self.child_samples(text, pid, child), script)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_inherited_function_named_by_perf_attached_later(self):
+        # The child's hot function got its trampoline in the parent: the
+        # child's map describes it from the child's first call on.
+        data, script, pid, child = self.record_child_later(
+            FORK_INHERITED_SOURCE, "perf", "-g")
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        self.check_child_named(self.child_samples(text, pid, child), script)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+    def test_inherited_function_named_by_perf_jit_attached_later(self):
+        # The same with the jitdump: perf inject finds the child's dump
+        # through the child's own mapping of it, whose code loads carry
+        # the child's pid.
+        data, script, pid, child = self.record_child_later(
+            FORK_INHERITED_SOURCE, "perf_jit", "-k", "1", "--call-graph",
+            "dwarf")
+        jit = os.path.join(self.tmp, "perf.jit.data")
+        inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                          "-o", jit),
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(inj.returncode, 0, inj.stderr)
+        text = subprocess.run(perf_command("script", "-i", jit),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        samples = [s for s in parse_perf_script(text) if s.tid == child]
+        self.check_child_named(samples, script)
 
     def embed(self, code, env):
         testembed = os.path.join(os.path.dirname(sys.executable),
@@ -1484,7 +1624,9 @@ class TestJitDumpFile(unittest.TestCase):
                                exited_normally=False)
         loads = {r["name"]: r for rid, r in records if rid == JIT_CODE_LOAD}
         self.assertIn("py::in_child:<string>", loads)
-        self.assertIn("py::in_parent:<string>", loads)
+        self.assertIn("py::in_both:<string>", loads)
+        self.assertIn("py::<module>:<string>", loads)
+        self.assertNotIn("py::in_parent:<string>", loads)
         for rec in loads.values():
             self.assertEqual((rec["pid"], rec["tid"]), (child, child))
         self.check_dump(pid, ["py::in_parent:<string>"])
