@@ -48,7 +48,7 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series check-abi sanitize clean distclean
+        check-series check-abi sanitize check-viewer clean distclean
 
 all: $(BUILD)/python
 
@@ -65,6 +65,7 @@ help:
 	@echo "make check-series  check that every prefix of the series builds"
 	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
+	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
@@ -170,6 +171,14 @@ test: $(BUILD)/python $(NOFP)/python
 bench: $(BUILD)/python $(STOCK)/python
 	$(CLEAN_ENV) $(BUILD)/python bench/run.py --stock $(STOCK)/python \
 	    --ours $(BUILD)/python
+
+# A profile of examples/demo.py opened in speedscope and a flame graph in
+# headless Chromium, and in hotspot's parser (tools/viewer/viewer.test.mjs);
+# screenshots in build/viewer-shots/.
+check-viewer: $(BUILD)/python
+	tools/viewer/install.sh $(BUILD)/viewer
+	$(CLEAN_ENV) CHECK_PYTHON=$(BUILD)/python VIEWER_DIR=$(BUILD)/viewer \
+	    SHOTS=$(BUILD)/viewer-shots PICTURE=$(PICTURE) node --test tools/viewer/viewer.test.mjs
 
 refresh-patch:
 	@test -n "$(PATCH)" || { echo "usage: make refresh-patch PATCH=patches/NNNN-name.patch"; exit 1; }
