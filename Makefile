@@ -36,7 +36,11 @@ NOFP    := build-nofp
 STOCK   := build-stock
 ASAN    := build-asan
 
-OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
+# Misc/NEWS.d has directories with spaces in their names ("Core and
+# Builtins"): the names are sorted first, then their spaces escaped, which
+# both make (prerequisites) and the shell (the copy loop below) understand.
+OVERLAY := $(shell find Python Include Lib Doc Misc -type f 2>/dev/null | \
+             LC_ALL=C sort | sed 's/ /\\ /g')
 SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
 
 # Prints the path of a verified copy of the tarball, or explains and fails.
@@ -48,7 +52,7 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series check-abi sanitize check-viewer clean distclean
+        check-series check-abi sanitize check-viewer docs clean distclean
 
 all: $(BUILD)/python
 
@@ -66,6 +70,7 @@ help:
 	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
+	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
@@ -92,8 +97,8 @@ $(STAMPS)/patched: $(STAMPS)/unpacked $(PATCHES)/series $(SERIES) \
 # new mtimes for exactly the files that were edited.
 $(STAMPS)/overlay: $(STAMPS)/patched $(OVERLAY)
 	@for f in $(OVERLAY); do \
-	    cmp -s $$f $(SRC)/$$f || { mkdir -p $(SRC)/$$(dirname $$f) && \
-	                              cp $$f $(SRC)/$$f && echo "overlay $$f"; }; \
+	    cmp -s "$$f" "$(SRC)/$$f" || { mkdir -p "$(SRC)/$$(dirname "$$f")" && \
+	                              cp "$$f" "$(SRC)/$$f" && echo "overlay $$f"; }; \
 	done
 	@touch $@
 
@@ -179,6 +184,13 @@ check-viewer: $(BUILD)/python
 	tools/viewer/install.sh $(BUILD)/viewer
 	$(CLEAN_ENV) CHECK_PYTHON=$(BUILD)/python VIEWER_DIR=$(BUILD)/viewer \
 	    SHOTS=$(BUILD)/viewer-shots PICTURE=$(PICTURE) node --test tools/viewer/viewer.test.mjs
+# The documentation of the patched tree, with Debian's Sphinx; fails on a
+# warning (broken references included) from our files.  tools/docs.sh says
+# which warnings count.
+DOCS := $(BUILD)/docs
+
+docs: $(STAMPS)/overlay
+	$(CLEAN_ENV) tools/docs.sh $(SRC) $(DOCS)
 
 refresh-patch:
 	@test -n "$(PATCH)" || { echo "usage: make refresh-patch PATCH=patches/NNNN-name.patch"; exit 1; }

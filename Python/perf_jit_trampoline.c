@@ -13,8 +13,8 @@
  * its source location.  `perf inject --jit` turns every code load into a
  * small ELF file (jitted-PID-N.so) and points the samples at it.
  *
- * The file, /tmp/jit-PID.dump (layout in shared/docs/formats.md)
- * ---------------------------------------------------------------
+ * The file, /tmp/jit-PID.dump (Doc/howto/perf_profiling.rst, File formats)
+ * -------------------------------------------------------------------------
  *     header (40 bytes)
  *     for each trampoline, in this order, as one append:
  *         JIT_CODE_DEBUG_INFO      code address -> co_filename:co_firstlineno

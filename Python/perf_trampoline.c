@@ -1336,7 +1336,7 @@ put_hex(char *p, uint64_t value)
 
 /* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
    without 0x, assembled in place (no printf: this runs for every new
-   code object). */
+   code object).  Format: Doc/howto/perf_profiling.rst, "File formats". */
 static int
 perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
                      PyCodeObject *co)

@@ -6,7 +6,8 @@ PACKAGES="build-essential autoconf autoconf-archive pkg-config git
  linux-perf gdb valgrind strace util-linux
  libssl-dev zlib1g-dev libsqlite3-dev libffi-dev libbz2-dev liblzma-dev
  libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev
- abigail-tools python3-numpy"
+ abigail-tools python3-numpy
+ python3-sphinx python3-docs-theme"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

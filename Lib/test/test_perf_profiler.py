@@ -1271,7 +1271,7 @@ def leb128(data, pos, signed=False):
 def read_jitdump(path, pid, exited_normally=True):
     """Parse a jitdump strictly; returns the list of (id, fields) records.
 
-    Fails on anything the format (shared/docs/formats.md) does not allow,
+    Fails on anything the format (Doc/howto/perf_profiling.rst) does not allow,
     even where perf would be lenient.  The dump of a process that did not
     exit normally (killed, os._exit) may end in zeros instead of exactly
     after its last record."""
