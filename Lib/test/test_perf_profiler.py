@@ -894,9 +894,8 @@ class TestProcessShapes(PerfTestCase):
     evaluators, sub-interpreters."""
 
     def child_samples(self, text, pid, child):
-        maps = {pid: load_map_symbols(map_path(pid)),
-                child: load_map_symbols(map_path(child))}
-        samples = parse_perf_script(text, maps)
+        samples = parse_perf_script(
+            text, {child: load_map_symbols(map_path(child))})
         return [s for s in samples if s.tid == child]
 
     def check_child_named(self, samples, script):
