@@ -99,6 +99,7 @@ emit() {
 # Written aside, then moved into place whole: an export that fails leaves
 # no series behind that make would take for done.
 final=$out out=$out.new
+trap 'rm -rf "$tmp" "$out"' EXIT
 rm -rf "$out"
 mkdir -p "$out"
 : > "$out/series"
