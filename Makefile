@@ -14,13 +14,14 @@ DOWNLOAD_CACHE  ?= $(HOME)/.cache/cpython-perf
 PYTHON_URL      ?= https://www.python.org/ftp/python/$(PYTHON_VERSION)/$(PYTHON_TGZ_NAME)
 
 JOBS            ?= $(shell nproc 2>/dev/null || echo 2)
-# Extra compiler flags of the default build (frame pointers everywhere, so
-# that `perf record -g` walks through the interpreter) ...
+# Our configure builds with frame pointers by default (so that `perf record
+# -g` walks through the interpreter); stock 3.11.2's does not know how, so
+# its builds (`make bench`, `make check-abi`) get the same flags given here.
 FP_CFLAGS       ?= -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
-# ... and of the distribution-style build (`make nofp`, for -X perf_jit):
-# no frame pointers, the hardening flags distributions use (CET included,
-# so that the endbr64 form of the trampoline is built and tested too).
-NOFP_CFLAGS     ?= -fomit-frame-pointer -fstack-protector-strong -fcf-protection
+# The distribution-style build (`make nofp`, for -X perf_jit): configured
+# --without-frame-pointers, with the hardening flags distributions use (CET
+# included, so that the endbr64 form of the trampoline is built and tested).
+NOFP_CFLAGS     ?= -fstack-protector-strong -fcf-protection
 CONFIGURE_FLAGS ?= --without-ensurepip
 
 # The patched tree and its build (BUILD and PATCHES are overridden by
@@ -33,6 +34,12 @@ STAMPS  := $(BUILD)/.stamps
 # it: CPython's build would otherwise stamp sys.version with our git tags.
 SRCGIT  := git --git-dir=$(BUILD)/src.git --work-tree=$(SRC)
 NOFP    := build-nofp
+# What `make series` and `make dist` write, and where their checks build.
+DIST      ?= dist
+DIST_NAME ?= Python-$(PYTHON_VERSION)-perf
+DIST_TGZ  := $(DIST)/$(DIST_NAME).tar.gz
+CHECK_DIST   ?= build-check-dist
+CHECK_EXPORT ?= build-check-export
 STOCK   := build-stock
 ASAN    := build-asan
 
@@ -52,7 +59,8 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series check-abi sanitize check-viewer docs clean distclean
+        check-series check-abi sanitize check-viewer docs series dist \
+        check-dist check-export clean distclean
 
 all: $(BUILD)/python
 
@@ -71,6 +79,10 @@ help:
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
+	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
+	@echo "make dist       the patched source tarball, configure regenerated: $(DIST_TGZ)"
+	@echo "make check-dist unpack $(DIST_TGZ), ./configure && make, test it ($(CHECK_DIST)/)"
+	@echo "make check-export  apply $(DIST)/patches with quilt and git am, compare, build ($(CHECK_EXPORT)/)"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
@@ -113,12 +125,13 @@ tree:
 # CPython's own Makefile re-runs configure when build/src/configure changes,
 # so configure runs here only for a new object directory.
 $(BUILD)/Makefile: | $(STAMPS)/overlay
-	cd $(BUILD) && ./src/configure $(CONFIGURE_FLAGS) CFLAGS="$(FP_CFLAGS)" \
+	cd $(BUILD) && ./src/configure $(CONFIGURE_FLAGS) \
 	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
 
 $(NOFP)/Makefile: | $(STAMPS)/overlay
 	mkdir -p $(NOFP)
-	cd $(NOFP) && ../$(SRC)/configure $(CONFIGURE_FLAGS) CFLAGS="$(NOFP_CFLAGS)" \
+	cd $(NOFP) && ../$(SRC)/configure $(CONFIGURE_FLAGS) --without-frame-pointers \
+	    CFLAGS="$(NOFP_CFLAGS)" \
 	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
 
 $(BUILD)/python: $(BUILD)/Makefile $(STAMPS)/overlay FORCE
@@ -154,7 +167,7 @@ $(ASAN)/Makefile: | $(STAMPS)/overlay
 	mkdir -p $(ASAN)
 	cd $(ASAN) && ../$(SRC)/configure $(CONFIGURE_FLAGS) \
 	    --with-address-sanitizer --with-undefined-behavior-sanitizer \
-	    CFLAGS="$(FP_CFLAGS)" > configure.log 2>&1 || \
+	    > configure.log 2>&1 || \
 	    { tail -30 configure.log; exit 1; }
 
 $(ASAN)/python: $(ASAN)/Makefile $(STAMPS)/overlay FORCE
@@ -228,6 +241,27 @@ check-abi: $(BUILD)/python $(ABI)/stock/python $(ABI)/ours/python
 	$(CLEAN_ENV) tools/check-abi.sh $(BUILD)/python $(STOCK)/src \
 	    $(ABI)/stock $(SRC) $(ABI)/ours $(ABI)/work
 
+# --- shipping: the exported series and the source tarball ------------------
+
+series: $(DIST)/patches/series
+
+$(DIST)/patches/series: $(STAMPS)/overlay tools/export-series.sh \
+                        $(wildcard tools/export/*)
+	tools/export-series.sh $(SRC) $(PATCHES) $(DIST)/patches $(OVERLAY)
+
+dist: $(DIST_TGZ)
+
+$(DIST_TGZ): $(STAMPS)/overlay tools/make-dist.sh
+	tools/make-dist.sh $(SRC) $(DIST_NAME) $@ $(OVERLAY)
+
+check-dist: $(DIST_TGZ)
+	$(CLEAN_ENV) tools/check-dist.sh $(DIST_TGZ) $(CHECK_DIST) $(JOBS)
+
+check-export: $(DIST)/patches/series
+	@tgz=$$($(FIND_TARBALL)) || exit 1; \
+	  $(CLEAN_ENV) tools/check-export.sh "$$tgz" $(DIST)/patches $(SRC) \
+	      $(CHECK_EXPORT) $(JOBS)
+
 clean:
 	-$(MAKE) -C $(BUILD) clean
 	-$(MAKE) -C $(NOFP) clean
@@ -237,4 +271,5 @@ clean:
 	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series \
+	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT)
