@@ -804,8 +804,7 @@ _PyPerfTrampoline_StackLeft(void)
         return 0;
     }
     stack_budget_init(budget);
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    return here - budget->low < budget->span;
+    return _PyPerf_StackPointer() - budget->low < budget->span;
 }
 
 /* Out of line: the first call of a code object while a backend is on. */

@@ -79,19 +79,44 @@ typedef struct {
 extern _Thread_local _PyPerfStackBudget _PyPerf_stack_budget
     PERF_TRAMPOLINE_TLS_MODEL;
 
-/* Is `addr`, an address in the caller's native frame, within the budget?
-   (Written without __builtin_expect: with it, GCC 12 allocates the
-   registers of _PyEval_EvalFrameDefault differently, and the calls of the
-   off path cost two more instructions each.) */
-#define PERF_TRAMPOLINE_STACK_WITHIN(addr) \
-    ((uintptr_t)(addr) - _PyPerf_stack_budget.low \
+/* The stack pointer: where the caller's native frame is.  (Not the
+   address of a local variable: under AddressSanitizer's
+   detect_stack_use_after_return, locals live on a "fake stack" on the
+   heap; nor __builtin_frame_address(0), which would make GCC give
+   _PyEval_EvalFrameDefault a frame pointer.)  Volatile, so that it is
+   read where it is used and not kept in a register all along. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#  define _PyPerf_READ_SP(sp) __asm__ volatile ("movq %%rsp, %0" : "=r" (sp))
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#  define _PyPerf_READ_SP(sp) __asm__ volatile ("mov %0, sp" : "=r" (sp))
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__riscv)
+#  define _PyPerf_READ_SP(sp) __asm__ volatile ("mv %0, sp" : "=r" (sp))
+#else
+#  define _PyPerf_READ_SP(sp) \
+    do { volatile char _here; (sp) = (uintptr_t)&_here; } while (0)
+#endif
+
+static inline uintptr_t
+_PyPerf_StackPointer(void)
+{
+    uintptr_t sp;
+    _PyPerf_READ_SP(sp);
+    return sp;
+}
+
+/* Is the caller's native frame within the budget?  (Written without
+   __builtin_expect: with it, GCC 12 allocates the registers of
+   _PyEval_EvalFrameDefault differently, and the calls of the off path
+   cost two more instructions each.) */
+#define PERF_TRAMPOLINE_STACK_WITHIN() \
+    (_PyPerf_StackPointer() - _PyPerf_stack_budget.low \
      < _PyPerf_stack_budget.span)
 
 /* When it is not: 1 if the thread's budget was not known yet and the
    caller is within it, else 0 (run the call inline). */
 extern int _PyPerfTrampoline_StackLeft(void);
 #else
-#define PERF_TRAMPOLINE_STACK_WITHIN(addr) 1
+#define PERF_TRAMPOLINE_STACK_WITHIN() 1
 #define _PyPerfTrampoline_StackLeft() 1
 #endif
 
