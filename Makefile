@@ -14,13 +14,14 @@ DOWNLOAD_CACHE  ?= $(HOME)/.cache/cpython-perf
 PYTHON_URL      ?= https://www.python.org/ftp/python/$(PYTHON_VERSION)/$(PYTHON_TGZ_NAME)
 
 JOBS            ?= $(shell nproc 2>/dev/null || echo 2)
-# Extra compiler flags of the default build (frame pointers everywhere, so
-# that `perf record -g` walks through the interpreter) ...
+# Our configure builds with frame pointers by default (so that `perf record
+# -g` walks through the interpreter); stock 3.11.2's does not know how, so
+# its builds (`make bench`, `make check-abi`) get the same flags given here.
 FP_CFLAGS       ?= -fno-omit-frame-pointer -mno-omit-leaf-frame-pointer
-# ... and of the distribution-style build (`make nofp`, for -X perf_jit):
-# no frame pointers, the hardening flags distributions use (CET included,
-# so that the endbr64 form of the trampoline is built and tested too).
-NOFP_CFLAGS     ?= -fomit-frame-pointer -fstack-protector-strong -fcf-protection
+# The distribution-style build (`make nofp`, for -X perf_jit): configured
+# --without-frame-pointers, with the hardening flags distributions use (CET
+# included, so that the endbr64 form of the trampoline is built and tested).
+NOFP_CFLAGS     ?= -fstack-protector-strong -fcf-protection
 CONFIGURE_FLAGS ?= --without-ensurepip
 
 # The patched tree and its build (BUILD and PATCHES are overridden by
@@ -33,9 +34,20 @@ STAMPS  := $(BUILD)/.stamps
 # it: CPython's build would otherwise stamp sys.version with our git tags.
 SRCGIT  := git --git-dir=$(BUILD)/src.git --work-tree=$(SRC)
 NOFP    := build-nofp
+# What `make series` and `make dist` write, and where their checks build.
+DIST      ?= dist
+DIST_NAME ?= Python-$(PYTHON_VERSION)-perf
+DIST_TGZ  := $(DIST)/$(DIST_NAME).tar.gz
+CHECK_DIST   ?= build-check-dist
+CHECK_EXPORT ?= build-check-export
 STOCK   := build-stock
+ASAN    := build-asan
 
-OVERLAY := $(sort $(shell find Python Include Lib Doc -type f 2>/dev/null))
+# Misc/NEWS.d has directories with spaces in their names ("Core and
+# Builtins"): the names are sorted first, then their spaces escaped, which
+# both make (prerequisites) and the shell (the copy loop below) understand.
+OVERLAY := $(shell find Python Include Lib Doc Misc -type f 2>/dev/null | \
+             LC_ALL=C sort | sed 's/ /\\ /g')
 SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
 
 # Prints the path of a verified copy of the tarball, or explains and fails.
@@ -47,7 +59,8 @@ FIND_TARBALL = tools/find-tarball.sh $(PYTHON_TGZ_NAME) $(PYTHON_SHA256) \
 CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
-        check-series regrtest-perf clean distclean
+        check-series regrtest-perf check-abi sanitize check-viewer docs series dist \
+        check-dist check-export clean distclean
 
 all: $(BUILD)/python
 
@@ -64,6 +77,14 @@ help:
 	@echo "make check-series  check that every prefix of the series builds"
 	@echo "make regrtest-perf CPython's whole suite off, with PYTHONPERFSUPPORT=1"
 	@echo "                and with PYTHON_PERF_JIT_SUPPORT=1: same results (1-2 h)"
+	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
+	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
+	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
+	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
+	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
+	@echo "make dist       the patched source tarball, configure regenerated: $(DIST_TGZ)"
+	@echo "make check-dist unpack $(DIST_TGZ), ./configure && make, test it ($(CHECK_DIST)/)"
+	@echo "make check-export  apply $(DIST)/patches with quilt and git am, compare, build ($(CHECK_EXPORT)/)"
 	@echo "make clean      remove the object files, keep the unpacked tree"
 	@echo "make distclean  remove everything the build made"
 
@@ -90,8 +111,8 @@ $(STAMPS)/patched: $(STAMPS)/unpacked $(PATCHES)/series $(SERIES) \
 # new mtimes for exactly the files that were edited.
 $(STAMPS)/overlay: $(STAMPS)/patched $(OVERLAY)
 	@for f in $(OVERLAY); do \
-	    cmp -s $$f $(SRC)/$$f || { mkdir -p $(SRC)/$$(dirname $$f) && \
-	                              cp $$f $(SRC)/$$f && echo "overlay $$f"; }; \
+	    cmp -s "$$f" "$(SRC)/$$f" || { mkdir -p "$(SRC)/$$(dirname "$$f")" && \
+	                              cp "$$f" "$(SRC)/$$f" && echo "overlay $$f"; }; \
 	done
 	@touch $@
 
@@ -106,12 +127,13 @@ tree:
 # CPython's own Makefile re-runs configure when build/src/configure changes,
 # so configure runs here only for a new object directory.
 $(BUILD)/Makefile: | $(STAMPS)/overlay
-	cd $(BUILD) && ./src/configure $(CONFIGURE_FLAGS) CFLAGS="$(FP_CFLAGS)" \
+	cd $(BUILD) && ./src/configure $(CONFIGURE_FLAGS) \
 	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
 
 $(NOFP)/Makefile: | $(STAMPS)/overlay
 	mkdir -p $(NOFP)
-	cd $(NOFP) && ../$(SRC)/configure $(CONFIGURE_FLAGS) CFLAGS="$(NOFP_CFLAGS)" \
+	cd $(NOFP) && ../$(SRC)/configure $(CONFIGURE_FLAGS) --without-frame-pointers \
+	    CFLAGS="$(NOFP_CFLAGS)" \
 	    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
 
 $(BUILD)/python: $(BUILD)/Makefile $(STAMPS)/overlay FORCE
@@ -139,6 +161,23 @@ $(STOCK)/python: $(STOCK)/Makefile
 
 stock: $(STOCK)/python
 
+# The same patched tree with AddressSanitizer and UndefinedBehaviorSanitizer
+# (`make sanitize`).  The interpreter runs while it is being built, and
+# CPython does not free everything at exit by design: leak reports would
+# stop the build, so leak detection is off here as in tools/sanitize.sh.
+$(ASAN)/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(ASAN)
+	cd $(ASAN) && ../$(SRC)/configure $(CONFIGURE_FLAGS) \
+	    --with-address-sanitizer --with-undefined-behavior-sanitizer \
+	    > configure.log 2>&1 || \
+	    { tail -30 configure.log; exit 1; }
+
+$(ASAN)/python: $(ASAN)/Makefile $(STAMPS)/overlay FORCE
+	ASAN_OPTIONS=detect_leaks=0 $(MAKE) -C $(ASAN) -j$(JOBS) -s
+
+sanitize: $(ASAN)/python
+	$(CLEAN_ENV) tools/sanitize.sh $(ASAN)/python
+
 FORCE:
 
 # --- using it ---------------------------------------------------------------
@@ -161,6 +200,20 @@ regrtest-perf: $(BUILD)/python
 	$(CLEAN_ENV) $(BUILD)/python tools/suite-modes.py --python $(BUILD)/python \
 	    --out $(BUILD)/regrtest-perf --jobs 2 --known README.md \
 	    $(addprefix --exclude ,$(REGRTEST_EXCLUDE))
+# A profile of examples/demo.py opened in speedscope and a flame graph in
+# headless Chromium, and in hotspot's parser (tools/viewer/viewer.test.mjs);
+# screenshots in build/viewer-shots/.
+check-viewer: $(BUILD)/python
+	tools/viewer/install.sh $(BUILD)/viewer
+	$(CLEAN_ENV) CHECK_PYTHON=$(BUILD)/python VIEWER_DIR=$(BUILD)/viewer \
+	    SHOTS=$(BUILD)/viewer-shots PICTURE=$(PICTURE) node --test tools/viewer/viewer.test.mjs
+# The documentation of the patched tree, with Debian's Sphinx; fails on a
+# warning (broken references included) from our files.  tools/docs.sh says
+# which warnings count.
+DOCS := $(BUILD)/docs
+
+docs: $(STAMPS)/overlay
+	$(CLEAN_ENV) tools/docs.sh $(SRC) $(DOCS)
 
 refresh-patch:
 	@test -n "$(PATCH)" || { echo "usage: make refresh-patch PATCH=patches/NNNN-name.patch"; exit 1; }
@@ -172,10 +225,61 @@ refresh-patch:
 check-series:
 	tools/check-series.sh "$(MAKE)" build-series
 
+# Stock and patched --enable-shared builds, same flags, for `make check-abi`
+# (tools/check-abi.sh says what it checks).  The stock one reuses the
+# tarball unpacked in build-stock/src and is built once.
+ABI     := build-abi
+ABI_CONFIGURE = $(CONFIGURE_FLAGS) --enable-shared CFLAGS="$(FP_CFLAGS)" \
+    > configure.log 2>&1 || { tail -30 configure.log; exit 1; }
+
+$(ABI)/stock/Makefile: $(STOCK)/src/configure
+	rm -rf $(ABI)/stock && mkdir -p $(ABI)/stock
+	cd $(ABI)/stock && ../../$(STOCK)/src/configure $(ABI_CONFIGURE)
+
+$(ABI)/stock/python: $(ABI)/stock/Makefile
+	$(MAKE) -C $(ABI)/stock -j$(JOBS) -s
+
+$(ABI)/ours/Makefile: | $(STAMPS)/overlay
+	mkdir -p $(ABI)/ours
+	cd $(ABI)/ours && ../../$(SRC)/configure $(ABI_CONFIGURE)
+
+$(ABI)/ours/python: $(ABI)/ours/Makefile $(STAMPS)/overlay FORCE
+	$(MAKE) -C $(ABI)/ours -j$(JOBS) -s
+
+check-abi: $(BUILD)/python $(ABI)/stock/python $(ABI)/ours/python
+	tools/install-deps.sh
+	$(CLEAN_ENV) tools/check-abi.sh $(BUILD)/python $(STOCK)/src \
+	    $(ABI)/stock $(SRC) $(ABI)/ours $(ABI)/work
+
+# --- shipping: the exported series and the source tarball ------------------
+
+series: $(DIST)/patches/series
+
+$(DIST)/patches/series: $(STAMPS)/overlay tools/export-series.sh \
+                        $(wildcard tools/export/*)
+	tools/export-series.sh $(SRC) $(PATCHES) $(DIST)/patches $(OVERLAY)
+
+dist: $(DIST_TGZ)
+
+$(DIST_TGZ): $(STAMPS)/overlay tools/make-dist.sh
+	tools/make-dist.sh $(SRC) $(DIST_NAME) $@ $(OVERLAY)
+
+check-dist: $(DIST_TGZ)
+	$(CLEAN_ENV) tools/check-dist.sh $(DIST_TGZ) $(CHECK_DIST) $(JOBS)
+
+check-export: $(DIST)/patches/series
+	@tgz=$$($(FIND_TARBALL)) || exit 1; \
+	  $(CLEAN_ENV) tools/check-export.sh "$$tgz" $(DIST)/patches $(SRC) \
+	      $(CHECK_EXPORT) $(JOBS)
+
 clean:
 	-$(MAKE) -C $(BUILD) clean
 	-$(MAKE) -C $(NOFP) clean
 	-$(MAKE) -C $(STOCK) clean
+	-$(MAKE) -C $(ABI)/stock clean
+	-$(MAKE) -C $(ABI)/ours clean
+	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) build-series
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series \
+	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT)

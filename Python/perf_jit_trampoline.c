@@ -13,8 +13,8 @@
  * its source location.  `perf inject --jit` turns every code load into a
  * small ELF file (jitted-PID-N.so) and points the samples at it.
  *
- * The file, /tmp/jit-PID.dump (layout in shared/docs/formats.md)
- * ---------------------------------------------------------------
+ * The file, /tmp/jit-PID.dump (Doc/howto/perf_profiling.rst, File formats)
+ * -------------------------------------------------------------------------
  *     header (40 bytes)
  *     for each trampoline, in this order, as one append:
  *         JIT_CODE_DEBUG_INFO      code address -> co_filename:co_firstlineno
@@ -55,6 +55,7 @@
 #include <errno.h>
 #include <string.h>
 #include <sys/mman.h>             // mmap()
+#include <sys/stat.h>             // fstat()
 #include <sys/syscall.h>          // SYS_gettid
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>
@@ -349,6 +350,29 @@ map_marker(int fd)
     return 0;
 }
 
+/* perf inject reads no further than a JIT_CODE_CLOSE record: the one a
+   finalized interpreter wrote goes when the next one reopens the dump. */
+static int
+drop_close_record(int fd)
+{
+    struct stat st;
+    jit_record last;
+    if (fstat(fd, &st) < 0) {
+        return -1;
+    }
+    if (st.st_size < (off_t)(sizeof(jit_header) + sizeof(last))) {
+        return 0;
+    }
+    off_t at = st.st_size - (off_t)sizeof(last);
+    if (pread(fd, &last, sizeof(last), at) != (ssize_t)sizeof(last)) {
+        return -1;
+    }
+    if (last.id == JIT_CODE_CLOSE && last.total_size == sizeof(last)) {
+        return ftruncate(fd, at);
+    }
+    return 0;
+}
+
 static int
 jit_init(_PyPerfFile *file)
 {
@@ -356,6 +380,15 @@ jit_init(_PyPerfFile *file)
         return -1;
     }
     jit.pid = (uint32_t)getpid();
+    if (_PyPerfFile_Kept(file)) {
+        /* Reopened in the same process (the interpreter was finalized
+           and initialized again): the header is there, and so are the
+           earlier code loads, which name trampolines that still exist. */
+        if (drop_close_record(_PyPerfFile_Fd(file)) < 0) {
+            return -1;
+        }
+        return map_marker(_PyPerfFile_Fd(file));
+    }
     jit_header h = {
         .magic = JITDUMP_MAGIC,
         .version = JITDUMP_VERSION,
@@ -447,7 +480,9 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
     put(&p, name, name_len);
     put(&p, code, size);
     assert((size_t)(p - start) == total);
-    _PyPerfFile_Commit(file, total);
+    if (_PyPerfFile_Commit(file, total) < 0) {
+        return -1;
+    }
     jit.code_index++;
     return 0;
 }
@@ -457,6 +492,10 @@ jit_fini(_PyPerfFile *file)
 {
     jit_record close_rec = {JIT_CODE_CLOSE, sizeof(jit_record), timestamp()};
     (void)_PyPerfFile_Append(file, &close_rec, sizeof(close_rec));
+    if (jit.marker != NULL) {
+        munmap(jit.marker, jit.marker_size);
+        jit.marker = NULL;
+    }
 }
 
 /* perf inject maps each code load as [code, code + 8-aligned code size +
@@ -476,8 +515,6 @@ const _PyPerfBackend _PyPerf_JitDumpBackend = {
     .write_entry = jit_write_entry,
     .fini = jit_fini,
     .bytes_per_code = jit_bytes_per_code,
-    /* A record header of zeros ends the dump for perf inject. */
-    .pad = 0,
 };
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

@@ -53,8 +53,9 @@
  * interpreter).  Trampolines are never reused: a later owner of the same
  * addresses would be misnamed in samples taken before.  Each slot remembers
  * its code object (forgotten when the code object dies) and which backends
- * have been told about it, so that switching backends or forking re-describes
- * exactly the live trampolines.
+ * have been told about it in this process, so that switching backends
+ * re-describes exactly the live trampolines, and a forked child those it
+ * runs (see "Forked children" below).
  *
  * Backends and files
  * ------------------
@@ -63,21 +64,24 @@
  * Python/perf_jit_trampoline.c.  This file owns everything else about the
  * files: /tmp/<name>-<pid>.<ext> is created 0600 without following
  * symlinks, and refused unless it is a regular file of ours with one link.
- * Records go into the file through a shared mapping of it, so describing
- * a new trampoline costs no system call: the file is allocated up to
- * 64 KiB ahead of its records, on disk (posix_fallocate) so that a full
- * disk is an error and not a SIGBUS, and each record is stored with its
- * first bytes last.  A killed process, or a child leaving through
- * os._exit(), thus leaves a file of whole records, naming every
- * trampoline it ran, followed by the room allocated ahead, filled with
- * bytes that readers skip (the backend's pad: blank lines in the map,
- * zeros that end the jitdump); at a normal exit the file is cut to its
- * records.  After fork() the child drops the parent's descriptor and
- * mapping and starts files named for its own pid.
+ * The map is the process's, not ours alone: a JIT or an agent in the
+ * same process may write to it too (through the PyUnstable_ C API at the
+ * end of this file, or on its own).  So a file is only ever appended to,
+ * each record with one write() of its own (O_APPEND keeps it whole among
+ * other writers), and never cut, grown ahead or mapped for writing: a
+ * killed process, or a child leaving through os._exit(), leaves whole
+ * records naming every trampoline it ran, and another writer that
+ * truncates the file costs lines, never the process.  Content written
+ * before this program was loaded is a stale file of an earlier process
+ * with our pid, and is emptied (perf would give our addresses its
+ * names).  After fork() the child drops the parent's descriptors, puts
+ * new trampolines in arenas of its own (perf names an inherited mapping
+ * after the parent) and starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
- * turns off and the program runs on.  Everything here runs with the GIL
- * held, which serializes all writers of a file.
+ * turns off and the program runs on.  Trampolines are made and described
+ * with the GIL held; files_lock serializes opening and closing them with
+ * the C API's callers, which may hold no GIL.
  */
 
 #include "Python.h"
@@ -98,6 +102,7 @@
 #include <sys/file.h>             // flock()
 #include <sys/mman.h>             // mmap()
 #include <sys/stat.h>             // fstat()
+#include <time.h>                 // clock_gettime()
 #include <unistd.h>
 
 /* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
@@ -128,18 +133,14 @@ trampoline_of(PyCodeObject *code)
 }
 
 #define NBACKENDS 2
-/* Arenas start at one page (enough for start-up) and double up to 64 KiB,
-   so that a short run does not pay for filling memory it never uses. */
-#define ARENA_MIN_SIZE (4 * 1024)
+/* Arenas start at one page (enough for start-up) and double up to 64 KiB
+   or one page, whichever is larger (kernels with 64 KiB pages exist), so
+   that a short run does not pay for filling memory it never uses. */
 #define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
 /* A record is assembled in a private buffer of RECORD_MAX bytes, then
-   copied into a shared mapping of the file, a window of WINDOW_SIZE bytes
-   that moves along as the file grows. */
+   appended to the file with one write(). */
 #define RECORD_MAX (16 * 1024)
-#define WINDOW_SIZE (64 * 1024)
-/* The bytes of a record that are stored last, see _PyPerfFile_Commit(). */
-#define RECORD_HEAD 8
 
 
 /* ---- Files -------------------------------------------------------------- */
@@ -147,86 +148,68 @@ trampoline_of(PyCodeObject *code)
 struct _PyPerfFile {
     int fd;                       /* -1 when closed */
     long pid;                     /* the pid in the file name */
+    int kept;                     /* the file had records when opened */
     char path[64];
-    off_t written;                /* bytes of whole records in the file */
-    char *window;                 /* MAP_SHARED view of the file, or NULL */
-    off_t window_at;              /* file offset of window[0] */
-    char pad;                     /* the bytes after the last record */
     char stage[RECORD_MAX];       /* the record being assembled */
 };
 
+/* Serializes opening and closing files (and the C API's writes) with
+   threads that call the PyUnstable_ perf map functions without the GIL.
+   Records of the trampolines are written with the GIL held, by one
+   write() each, which O_APPEND keeps whole among other writers. */
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* When this program started: the time file timestamps are taken from
+   (the coarse real-time clock), read when the executable or library is
+   loaded, after fork() and exec() alike. */
+static struct timespec image_start;
+
+#if defined(__GNUC__) || defined(__clang__)
+__attribute__((constructor))
+#endif
 static void
-file_unmap(_PyPerfFile *file)
+note_image_start(void)
 {
-    if (file->window != NULL) {
-        munmap(file->window, WINDOW_SIZE);
-        file->window = NULL;
-    }
+    (void)clock_gettime(CLOCK_REALTIME_COARSE, &image_start);
 }
 
-/* Map the stretch of the file from the end of the last record on, room
-   for at least one more record (WINDOW_SIZE > RECORD_MAX + a page).  It
-   is allocated on disk first: storing into a shared mapping of a file
-   that has no room raises SIGBUS, while posix_fallocate() reports a full
-   disk (or a file size limit) as an error. */
+/* Is the file's content from an earlier program that had our pid?  The
+   map belongs to the process, and something else in it (a JIT, an agent)
+   may have written lines before our first one: those stay.  Content last
+   written before this program started cannot be its own. */
 static int
-file_move_window(_PyPerfFile *file)
+content_is_stale(const struct stat *st)
 {
-    static long page_size;
-    if (page_size == 0) {
-        page_size = sysconf(_SC_PAGESIZE);
+    if (st->st_size == 0) {
+        return 0;
     }
-    off_t at = file->written & ~(off_t)(page_size - 1);
-    int rc = posix_fallocate(file->fd, at, WINDOW_SIZE);
-    if (rc != 0) {
-        /* Give back what a partial allocation took; the old window may
-           now reach past the end of the file. */
-        file_unmap(file);
-        (void)ftruncate(file->fd, file->written);
-        errno = rc;
-        return -1;
+    if (image_start.tv_sec == 0) {
+        return 1;
     }
-    char *window = mmap(NULL, WINDOW_SIZE, PROT_READ | PROT_WRITE,
-                        MAP_SHARED, file->fd, at);
-    if (window == MAP_FAILED) {
-        return -1;
-    }
-    file_unmap(file);
-    file->window = window;
-    file->window_at = at;
-    if (file->pad != 0) {
-        /* posix_fallocate() leaves zeros.  The pages get filled in 1 KiB
-           pieces: glibc's memset takes `rep stosb` above 2 KiB, which
-           callgrind, our instruction counter, counts byte by byte. */
-        for (size_t done = (size_t)(file->written - at); done < WINDOW_SIZE;
-             done += 1024) {
-            size_t n = WINDOW_SIZE - done < 1024 ? WINDOW_SIZE - done : 1024;
-            memset(window + done, file->pad, n);
-        }
-    }
-    return 0;
+    return (st->st_mtim.tv_sec < image_start.tv_sec
+            || (st->st_mtim.tv_sec == image_start.tv_sec
+                && st->st_mtim.tv_nsec < image_start.tv_nsec));
 }
 
-/* Create the file for this process.  The name is predictable and /tmp is
-   shared, so nothing found there is trusted: a symlink fails the open
-   (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and anything but a
-   regular file of ours with a single link is left alone.  So is a file
-   that a live process holds (flock): one with our pid in another pid
-   namespace that shares /tmp, whose mapping of the file truncating it
-   would turn into SIGBUS.  What is left is a stale file of an earlier
-   process with our pid: it is truncated. */
+/* Open the file of this process, for appending.  The name is predictable
+   and /tmp is shared, so nothing found there is trusted: a symlink fails
+   the open (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and
+   anything but a regular file of ours with a single link is left alone.
+   So is a file that another live process holds (flock): one with our pid
+   in another pid namespace that shares /tmp.  A stale file, left by an
+   earlier process with our pid, is emptied: perf would take its names
+   for ours. */
 static int
 file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
 {
     file->pid = (long)getpid();
-    file->written = 0;
-    file->window = NULL;
-    file->pad = backend->pad;
+    file->kept = 0;
     PyOS_snprintf(file->path, sizeof(file->path), backend->path_format,
                   file->pid);
+    /* Readable too: the jitdump backend maps its file. */
     int fd = open(file->path,
-                  O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
-                  0600);
+                  O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK
+                  | O_CLOEXEC, 0600);
     if (fd < 0) {
         return -1;
     }
@@ -244,8 +227,16 @@ file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
         }
         goto fail;
     }
-    if (fcntl(fd, F_SETFL, 0) < 0 || ftruncate(fd, 0) < 0) {
+    if (fcntl(fd, F_SETFL, O_APPEND) < 0) {
         goto fail;
+    }
+    if (content_is_stale(&st)) {
+        if (ftruncate(fd, 0) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        file->kept = st.st_size > 0;
     }
     file->fd = fd;
     return 0;
@@ -257,23 +248,23 @@ fail:;
 }
 
 /* Let go of the file without touching it: in the child of fork(), the
-   descriptor and the mapping are the parent's. */
+   descriptor (and its lock) is the parent's. */
 static void
 file_drop(_PyPerfFile *file)
 {
-    file_unmap(file);
     if (file->fd >= 0) {
         close(file->fd);
         file->fd = -1;
     }
 }
 
-/* Cut off the allocated room after the last record, and close. */
+/* Unlock and close.  (The lock goes with the open file, which a mapping
+   of the file, like the jitdump's marker, would keep alive.) */
 static void
 file_close(_PyPerfFile *file)
 {
     if (file->fd >= 0) {
-        (void)ftruncate(file->fd, file->written);
+        (void)flock(file->fd, LOCK_UN);
     }
     file_drop(file);
 }
@@ -284,6 +275,7 @@ file_close(_PyPerfFile *file)
 typedef struct {
     PyCodeObject *code;           /* borrowed; NULL once the code dies */
     unsigned char described;      /* bit i: backends[i] has an entry */
+    unsigned int generation;      /* `described` is of this generation */
 } slot_info;
 
 typedef struct arena {
@@ -293,6 +285,7 @@ typedef struct arena {
     size_t slot_size;             /* distance between two trampolines */
     size_t nslots;
     size_t nused;                 /* slots handed out */
+    int inherited;                /* made by the parent of a fork() */
     slot_info *info;              /* one per slot */
 } arena;
 
@@ -308,7 +301,9 @@ static struct {
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
     int atfork_registered;
+    int persist_after_fork;       /* see the C API */
     volatile int forked;          /* set in a child, until files move */
+    int finalized;                /* _PyPerfTrampoline_Fini() has run */
 } perf = {
     .backends = {
         {&_PyPerf_MapBackend, NULL, 0},
@@ -320,8 +315,14 @@ static struct {
 static arena *
 arena_new(size_t slot_size)
 {
-    size_t size = perf.arenas == NULL ? ARENA_MIN_SIZE : perf.arenas->size * 2;
-    size = size < ARENA_MAX_SIZE ? size : ARENA_MAX_SIZE;
+    static size_t page;
+    if (page == 0) {
+        long n = sysconf(_SC_PAGESIZE);
+        page = n > 0 ? (size_t)n : 4096;
+    }
+    size_t max = page > ARENA_MAX_SIZE ? page : ARENA_MAX_SIZE;
+    size_t size = perf.arenas == NULL ? page : perf.arenas->size * 2;
+    size = size < max ? size : max;
     while (size < slot_size) {
         size *= 2;
     }
@@ -329,6 +330,7 @@ arena_new(size_t slot_size)
     size_t info_size = nslots * sizeof(slot_info);
     arena *a = PyMem_RawCalloc(1, sizeof(arena));
     if (a == NULL) {
+        errno = ENOMEM;
         return NULL;
     }
     /* Fresh anonymous pages are zeroed: the slot records need no memset,
@@ -341,7 +343,9 @@ arena_new(size_t slot_size)
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
+        int saved = errno;
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     /* One copy of the template, then doubling copies of the filled part. */
@@ -351,8 +355,10 @@ arena_new(size_t slot_size)
         memcpy(mem + done * slot_size, mem, n * slot_size);
     }
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        int saved = errno;
         munmap(mem, size);
         munmap(info, info_size);
+        errno = saved;
         goto fail;
     }
     __builtin___clear_cache(mem, mem + size);
@@ -364,8 +370,10 @@ arena_new(size_t slot_size)
     a->prev = perf.arenas;
     perf.arenas = a;
     return a;
-fail:
+fail:;
+    int saved = errno;
     PyMem_RawFree(a);
+    errno = saved;
     return NULL;
 }
 
@@ -437,6 +445,188 @@ warn_file_error(const char *what, backend_state *st)
     PyErr_Restore(exc, val, tb);
 }
 
+/* The same about executable memory for trampolines (errno says why: an
+   address space limit, a policy that forbids executable mappings). */
+static void
+warn_memory_error(backend_state *st)
+{
+    int saved = errno;
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot map executable memory for "
+                         "trampolines: %s; the %s backend is off and perf "
+                         "will not name Python functions",
+                         strerror(saved), st->backend->name) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
+/* ---- Forked children ----------------------------------------------------
+ *
+ * A child of fork() inherits every trampoline, and perf names them in two
+ * ways.  When it follows the fork, it names the arenas the child
+ * inherited from the parent's file (it copies the parent's mappings at
+ * the fork), and the child's own arenas from the child's file.  When it
+ * is attached to the child alone later (perf record -p), it learns the
+ * mappings from /proc and names them all from the child's file.  A
+ * sample can only land in a trampoline that was running at the fork or
+ * was entered since, so that is all the child's file must describe: the
+ * frames on the forking thread's stack at once, every other inherited
+ * trampoline when the child first calls it.  A child that exits at once
+ * pays for a few records, not for every function alive.
+ *
+ * To see that first call, the child takes a new co_extra index: every
+ * code object then looks new to _PyPerfTrampoline_EvalFrame(), and
+ * new_trampoline() finds its inherited trampoline under `base_index`
+ * (the index of the first generation, which holds every trampoline
+ * handed out in any generation), describes it and stores it under the
+ * child's index.  Indexes are a limited resource (255 per interpreter,
+ * one per generation: a child of a child takes another); when none is
+ * left, or when asked to (PyUnstable_PerfTrampoline_SetPersistAfterFork),
+ * the child describes everything at once, as a backend switch does. */
+
+/* co_extra index of the first generation; -1 until a child of fork()
+   takes an index of its own (until then it is code_index). */
+static Py_ssize_t base_index = -1;
+/* Set while a child of fork() re-activates its parent's backend. */
+static int activating_after_fork;
+/* One more in each child of fork(): slot records of an earlier one tell
+   what was described in the parent's files, and are not rewritten (that
+   would copy every page of them into the child). */
+static unsigned int generation;
+
+/* Has backend `bit` described the slot in this process's file? */
+static inline int
+is_described(const slot_info *info, int bit)
+{
+    return info->generation == generation && (info->described & (1 << bit));
+}
+
+/* The co_extra entry `index` of `code` (NULL when there is none). */
+static char *
+extra_at(PyCodeObject *code, Py_ssize_t index)
+{
+    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
+    if (index >= 0 && extra != NULL && index < extra->ce_size) {
+        return extra->ce_extras[index];
+    }
+    return NULL;
+}
+
+/* Make `tramp` the trampoline of `code`, in this process and (through
+   base_index) in its future children.  -1 with an exception set. */
+static int
+set_trampoline(PyCodeObject *code, char *tramp)
+{
+    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+        return -1;
+    }
+    if (base_index >= 0 && base_index != code_index
+        && _PyCode_SetExtra((PyObject *)code, base_index, tramp) < 0)
+    {
+        /* Only a later child's shortcut is lost: it will give `code` a
+           trampoline of its own. */
+        PyErr_Clear();
+    }
+    return 0;
+}
+
+/* The trampoline stored for `code` under co_extra `index`, with its slot
+   record, if it is still `code`'s (the entry may be another co_extra
+   user's after the interpreter was initialized again) and is spaced as
+   backend `st` needs.  NULL otherwise. */
+static char *
+trampoline_at(backend_state *st, PyCodeObject *code, Py_ssize_t index,
+              slot_info **info_p)
+{
+    char *tramp = extra_at(code, index);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        if (tramp < a->start || tramp >= a->start + a->size) {
+            continue;
+        }
+        size_t offset = (size_t)(tramp - a->start);
+        size_t i = offset / a->slot_size;
+        if (offset % a->slot_size != 0 || i >= a->nused
+            || a->info[i].code != code || a->slot_size < st->slot_size)
+        {
+            return NULL;
+        }
+        *info_p = &a->info[i];
+        return tramp;
+    }
+    return NULL;
+}
+
+/* In a child of fork() that took a co_extra index of its own: the
+   trampoline `code` got in an earlier generation, now stored under the
+   child's index too.  NULL if there is none to reuse. */
+static char *
+inherited_trampoline(backend_state *st, PyCodeObject *code,
+                     slot_info **info_p)
+{
+    if (base_index < 0 || base_index == code_index) {
+        return NULL;
+    }
+    char *tramp = trampoline_at(st, code, base_index, info_p);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return tramp;
+}
+
+/* Give the child its own co_extra index (see above).  0 on success, -1
+   when there is no index left (or nothing was ever handed out). */
+static int
+take_child_index(void)
+{
+    if (code_index < 0 || perf.arenas == NULL) {
+        return -1;
+    }
+    Py_ssize_t index = _PyEval_RequestCodeExtraIndex(forget_code);
+    if (index < 0) {
+        return -1;
+    }
+    if (base_index < 0) {
+        base_index = code_index;
+    }
+    code_index = index;
+    return 0;
+}
+
+static int describe(backend_state *st, const char *tramp, slot_info *info,
+                    int bit);
+
+/* Describe the trampolines of the frames on this thread's stack (after
+   fork(), the only thread).  Inherited trampolines entered later are
+   described by new_trampoline(). */
+static int
+describe_running(backend_state *st)
+{
+    int bit = (int)(st - perf.backends);
+    PyThreadState *tstate = _PyThreadState_GET();
+    for (_PyInterpreterFrame *f = tstate->cframe->current_frame; f != NULL;
+         f = f->previous)
+    {
+        slot_info *info;
+        char *tramp = trampoline_at(st, f->f_code, base_index, &info);
+        if (tramp != NULL && !is_described(info, bit)
+            && describe(st, tramp, info, bit) < 0)
+        {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Describe one slot to the active backend. */
 static int
 describe(backend_state *st, const char *tramp, slot_info *info, int bit)
@@ -445,26 +635,37 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
                                  info->code) < 0) {
         return -1;
     }
+    if (info->generation != generation) {
+        info->generation = generation;
+        info->described = 0;
+    }
     info->described |= (unsigned char)(1 << bit);
     return 0;
 }
 
 /* Give `code` the next free trampoline, spaced as backend `st` needs
    (an arena made for a backend that needed less room is left as it is),
-   and make it the code object's.  NULL if that cannot be done. */
+   and make it the code object's.  NULL with errno set if that cannot be
+   done. */
 static char *
 assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
 {
     arena *a = perf.arenas;
-    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size) {
+    /* Not in an arena inherited through fork(): perf names an anonymous
+       mapping after the process that created it, and would look up the
+       child's new trampolines in the parent's file. */
+    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size
+        || a->inherited)
+    {
         a = arena_new(st->slot_size);
         if (a == NULL) {
             return NULL;
         }
     }
     char *tramp = a->start + a->nused * a->slot_size;
-    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+    if (set_trampoline(code, tramp) < 0) {
         PyErr_Clear();
+        errno = ENOMEM;
         return NULL;
     }
     slot_info *info = &a->info[a->nused++];
@@ -486,7 +687,7 @@ describe_all(backend_state *st)
         for (size_t i = 0; i < a->nused; i++) {
             slot_info *info = &a->info[i];
             char *tramp = a->start + i * a->slot_size;
-            if (info->code == NULL || (info->described & (1 << bit))) {
+            if (info->code == NULL || is_described(info, bit)) {
                 continue;
             }
             if (a->slot_size < st->slot_size) {
@@ -506,6 +707,14 @@ describe_all(backend_state *st)
     return 0;
 }
 
+/* What activate() describes: every live trampoline, or only the running
+   ones when a child of fork() re-activates its parent's backend. */
+static int
+describe_activated(backend_state *st)
+{
+    return activating_after_fork ? describe_running(st) : describe_all(st);
+}
+
 static py_trampoline
 new_trampoline(PyCodeObject *code)
 {
@@ -517,12 +726,19 @@ new_trampoline(PyCodeObject *code)
         }
     }
     backend_state *st = perf.active;
+    int bit = (int)(st - perf.backends);
     slot_info *info;
-    char *tramp = assign_slot(st, code, &info);
+    char *tramp = inherited_trampoline(st, code, &info);
     if (tramp == NULL) {
+        tramp = assign_slot(st, code, &info);
+    }
+    if (tramp == NULL) {
+        /* Once: calls of new code objects would all try again. */
+        warn_memory_error(st);
+        deactivate();
         return NULL;
     }
-    if (describe(st, tramp, info, (int)(st - perf.backends)) < 0) {
+    if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
         warn_file_error("write", st);
         deactivate();
     }
@@ -539,6 +755,56 @@ call_trampoline(py_trampoline tramp, PyThreadState *tstate,
        would vanish from the native stack under the trampoline. */
     __asm__ volatile ("" : "+r" (res));
     return res;
+}
+
+/* ---- Native stack budget ----------------------------------------------- */
+
+/* See PERF_TRAMPOLINE_STACK_WITHIN() in pycore_perf_trampoline.h.  The
+   reserve at the far end of a thread's stack, for the C code called below
+   the budget: a quarter of the stack, at least 256 KiB, but never more
+   than half of it (so that a thread with a small stack still names its
+   outer calls). */
+#define STACK_RESERVE_MIN (256 * 1024)
+
+_Thread_local _PyPerfStackBudget _PyPerf_stack_budget
+    PERF_TRAMPOLINE_TLS_MODEL;
+
+/* The current thread's stack, from the bounds the thread library knows:
+   for the main thread, glibc derives them from RLIMIT_STACK (the stack
+   grows on demand up to it) and from the mapping below the stack.  If
+   they cannot be had, the budget stays empty and calls run inline. */
+static void
+stack_budget_init(_PyPerfStackBudget *budget)
+{
+    budget->known = 1;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return;
+    }
+    void *base;
+    size_t size;
+    int rc = pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        return;
+    }
+    size_t reserve = size / 4;
+    if (reserve < STACK_RESERVE_MIN) {
+        reserve = Py_MIN(STACK_RESERVE_MIN, size / 2);
+    }
+    budget->low = (uintptr_t)base + reserve;
+    budget->span = size - reserve;
+}
+
+int
+_PyPerfTrampoline_StackLeft(void)
+{
+    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
+    if (budget->known) {
+        return 0;
+    }
+    stack_budget_init(budget);
+    return _PyPerf_StackPointer() - budget->low < budget->span;
 }
 
 /* Out of line: the first call of a code object while a backend is on. */
@@ -592,7 +858,15 @@ atfork_child(void)
             file_drop(perf.backends[i].file);
         }
     }
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        a->inherited = 1;
+    }
+    /* Another thread of the parent may have held it. */
+    pthread_mutex_init(&files_lock, NULL);
     perf.forked = 1;
+    /* A file with the child's pid that was written before the fork is
+       not the child's (content_is_stale()). */
+    note_image_start();
 }
 
 /* Forget what was described in the parent's files. */
@@ -600,11 +874,7 @@ static void
 leave_parent_files(void)
 {
     perf.forked = 0;
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
-            a->info[i].described = 0;
-        }
-    }
+    generation++;
 }
 
 static backend_state *
@@ -618,10 +888,22 @@ find_backend(const char *name)
     return NULL;
 }
 
-/* Open the backend's file if it is not open yet.  -1 with errno set. */
+/* Open the backend's file if it is not open yet.  -1 with errno set.
+   Callers hold files_lock. */
 static int
 open_backend(backend_state *st)
 {
+    perf.code_size = (size_t)(_Py_trampoline_func_end
+                              - _Py_trampoline_func_start);
+    /* Before any file is open: a forked child must not write to it. */
+    if (!perf.atfork_registered) {
+        int rc = pthread_atfork(NULL, NULL, atfork_child);
+        if (rc != 0) {
+            errno = rc;
+            return -1;
+        }
+        perf.atfork_registered = 1;
+    }
     if (st->file == NULL) {
         st->file = PyMem_RawMalloc(sizeof(_PyPerfFile));
         if (st->file == NULL) {
@@ -630,17 +912,16 @@ open_backend(backend_state *st)
         }
         st->file->fd = -1;
     }
-    if (st->file->fd >= 0) {
-        return 0;
-    }
-    if (file_open(st->file, st->backend) < 0) {
-        return -1;
-    }
-    if (st->backend->init(st->file) < 0) {
-        int saved = errno;
-        file_close(st->file);
-        errno = saved;
-        return -1;
+    if (st->file->fd < 0) {
+        if (file_open(st->file, st->backend) < 0) {
+            return -1;
+        }
+        if (st->backend->init(st->file) < 0) {
+            int saved = errno;
+            file_close(st->file);
+            errno = saved;
+            return -1;
+        }
     }
     size_t size = st->backend->bytes_per_code(perf.code_size);
     st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
@@ -667,7 +948,8 @@ activate(const char *name)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
-        PyErr_Format(PyExc_ValueError, "invalid backend: %s", name);
+        /* (cut: the name is the caller's, of any length) */
+        PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
         return -1;
     }
     PyThreadState *tstate = _PyThreadState_GET();
@@ -686,7 +968,17 @@ activate(const char *name)
                         "frame evaluator (PEP 523) is already installed");
         return -1;
     }
-    if (st == perf.active && !perf.forked) {
+    if (perf.finalized) {
+        /* The files are complete (the dump ends with its CLOSE record),
+           and nothing would complete them again. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "cannot activate a stack trampoline during "
+                        "interpreter finalization");
+        return -1;
+    }
+    if (st == perf.active && !perf.forked
+        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+    {
         return 0;
     }
     if (code_index < 0) {
@@ -703,27 +995,21 @@ activate(const char *name)
             return -1;
         }
     }
-    if (!perf.atfork_registered) {
-        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "cannot register the fork handler of stack "
-                            "trampolines");
-            return -1;
-        }
-        perf.atfork_registered = 1;
-    }
     if (perf.forked) {
         leave_parent_files();
     }
     /* The new backend's file first: if it cannot be had, the active
        backend, if any, stays as it is. */
-    if (open_backend(st) < 0) {
-        warn_file_error("create", st);
-        return 1;
-    }
-    if (describe_all(st) < 0) {
-        warn_file_error("write", st);
+    pthread_mutex_lock(&files_lock);
+    int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
+    int saved = errno;
+    if (failed == 2) {
         file_close(st->file);
+    }
+    pthread_mutex_unlock(&files_lock);
+    if (failed) {
+        errno = saved;
+        warn_file_error(failed == 1 ? "create" : "write", st);
         return 1;
     }
     deactivate();
@@ -742,9 +1028,14 @@ _PyPerfTrampoline_AfterForkChild(void)
     leave_parent_files();
     if (st != NULL) {
         deactivate();
+        /* Asked to persist what it inherited (the C API), or without an
+           index of its own, the child describes all of it at once. */
+        activating_after_fork = !perf.persist_after_fork
+                                && take_child_index() == 0;
         if (activate(st->backend->name) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
+        activating_after_fork = 0;
     }
 }
 
@@ -759,6 +1050,7 @@ _PyPerfTrampoline_Fini(void)
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
     deactivate();
+    pthread_mutex_lock(&files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
         backend_state *st = &perf.backends[i];
         if (st->file != NULL && st->file->fd >= 0) {
@@ -766,8 +1058,24 @@ _PyPerfTrampoline_Fini(void)
             file_close(st->file);
         }
     }
+    pthread_mutex_unlock(&files_lock);
     PyErr_Restore(exc, val, tb);
-    /* The arenas stay mapped: a daemon thread may still be inside one. */
+    /* The next interpreter (Py_Initialize() again) hands out co_extra
+       indexes anew, and the code objects the slots point to die with this
+       one: forget both.  The arenas stay mapped, and their used slots
+       used: a daemon thread may still be inside one, and perf may name
+       samples taken there. */
+    code_index = -1;
+    base_index = -1;
+    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+        for (size_t i = 0; i < a->nused; i++) {
+            a->info[i].code = NULL;
+        }
+    }
+    /* Until the next initialization (embedding applications may have
+       one): finalizers still run Python code, and may call
+       sys.activate_stack_trampoline(). */
+    perf.finalized = 1;
 }
 
 void *
@@ -777,29 +1085,34 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
         errno = EMSGSIZE;
         return NULL;
     }
-    if ((file->window == NULL
-         || file->written + (off_t)size > file->window_at + WINDOW_SIZE)
-        && file_move_window(file) < 0)
-    {
-        return NULL;
-    }
     return file->stage;
 }
 
-/* Copy the record into the file.  Its first RECORD_HEAD bytes go last:
-   until then they read as the backend's pad, and a jitdump record whose
-   header is zeros ends the dump for perf.  (In a map, a kill at that
-   moment, a few nanoseconds per record, would leave one line without its
-   first 8 bytes.) */
-void
+/* Append the record with one write(): others may append to the same file
+   (the map is the process's), and a record reaches the file whole or,
+   when the disk is full, not at all. */
+int
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
-    assert(size >= RECORD_HEAD && size <= RECORD_MAX);
-    char *dst = file->window + (file->written - file->window_at);
-    memcpy(dst + RECORD_HEAD, file->stage + RECORD_HEAD, size - RECORD_HEAD);
-    __atomic_signal_fence(__ATOMIC_SEQ_CST);
-    memcpy(dst, file->stage, RECORD_HEAD);
-    file->written += (off_t)size;
+    assert(size <= RECORD_MAX);
+    ssize_t n;
+    do {
+        n = write(file->fd, file->stage, size);
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)size) {
+        return 0;
+    }
+    if (n >= 0) {
+        /* Part of it (a full disk, a file size limit): take it back, so
+           that the file ends with a whole record. */
+        int saved = n > 0 ? ENOSPC : EIO;
+        off_t end = lseek(file->fd, 0, SEEK_END);
+        if (n > 0 && end >= n) {
+            (void)ftruncate(file->fd, end - n);
+        }
+        errno = saved;
+    }
+    return -1;
 }
 
 int
@@ -810,8 +1123,13 @@ _PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
         return -1;
     }
     memcpy(room, data, size);
-    _PyPerfFile_Commit(file, size);
-    return 0;
+    return _PyPerfFile_Commit(file, size);
+}
+
+int
+_PyPerfFile_Kept(const _PyPerfFile *file)
+{
+    return file->kept;
 }
 
 int
@@ -838,10 +1156,78 @@ control_bytes(uint64_t w)
     return ((w - ones * 0x20) | (x - ones)) & ~w & (ones * 0x80);
 }
 
-/* Append at most `room` bytes of the UTF-8 text of `str`, control
-   characters replaced (a name must stay on its line).  Never raises.
-   This runs for every new code object: ASCII strings (almost all names)
-   are read straight from the object, eight bytes at a time. */
+/* Write code point `c` to `out` (room for 6 bytes) as a name may show
+   it; return the byte count.  A name must stay one line of valid UTF-8:
+   control characters (C0, DEL, C1) and the Unicode line and paragraph
+   separators become '?', and a lone surrogate (a file name that is not
+   UTF-8 decodes to those, with surrogateescape) is spelt \udcXX. */
+static size_t
+put_code_point(char *out, Py_UCS4 c)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0x2028 || c == 0x2029) {
+        out[0] = '?';
+        return 1;
+    }
+    if (c < 0x80) {
+        out[0] = (char)c;
+        return 1;
+    }
+    if (c < 0x800) {
+        out[0] = (char)(0xc0 | (c >> 6));
+        out[1] = (char)(0x80 | (c & 0x3f));
+        return 2;
+    }
+    if (c >= 0xd800 && c <= 0xdfff) {
+        out[0] = '\\';
+        out[1] = 'u';
+        for (int i = 0; i < 4; i++) {
+            out[2 + i] = hex[(c >> (12 - 4 * i)) & 15];
+        }
+        return 6;
+    }
+    if (c < 0x10000) {
+        out[0] = (char)(0xe0 | (c >> 12));
+        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
+        out[2] = (char)(0x80 | (c & 0x3f));
+        return 3;
+    }
+    out[0] = (char)(0xf0 | (c >> 18));
+    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
+    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
+    out[3] = (char)(0x80 | (c & 0x3f));
+    return 4;
+}
+
+/* Append at most `room` bytes of a string that is not ASCII, encoded
+   here, character by character, and cut at a character boundary.
+   PyUnicode_AsUTF8AndSize() would raise for a lone surrogate, and the
+   exception it creates may start the garbage collector, which may run
+   Python code (finalizers, and with them new trampolines) while a record
+   is half assembled. */
+static size_t
+put_unicode_text(char *dst, size_t room, PyObject *str)
+{
+    int kind = PyUnicode_KIND(str);
+    const void *data = PyUnicode_DATA(str);
+    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
+    size_t n = 0;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        char out[6];
+        size_t k = put_code_point(out, PyUnicode_READ(kind, data, i));
+        if (k > room - n) {
+            break;
+        }
+        memcpy(dst + n, out, k);
+        n += k;
+    }
+    return n;
+}
+
+/* Append at most `room` bytes of the UTF-8 text of `str`, as
+   put_code_point() shows each character.  Never raises.  This runs for
+   every new code object: ASCII strings (almost all names) are read
+   straight from the object, eight bytes at a time. */
 static size_t
 put_text(char *dst, size_t room, PyObject *str)
 {
@@ -852,8 +1238,8 @@ put_text(char *dst, size_t room, PyObject *str)
             text = (const char *)PyUnicode_DATA(str);
             size = PyUnicode_GET_LENGTH(str);
         }
-        else {
-            text = PyUnicode_AsUTF8AndSize(str, &size);
+        else if (PyUnicode_READY(str) == 0) {
+            return put_unicode_text(dst, room, str);
         }
     }
     if (text == NULL) {
@@ -949,7 +1335,7 @@ put_hex(char *p, uint64_t value)
 
 /* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
    without 0x, assembled in place (no printf: this runs for every new
-   code object). */
+   code object).  Format: Doc/howto/perf_profiling.rst, "File formats". */
 static int
 perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
                      PyCodeObject *co)
@@ -965,8 +1351,7 @@ perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
     *p++ = ' ';
     p += _PyPerf_SymbolName(co, p, &file_at);
     *p++ = '\n';
-    _PyPerfFile_Commit(file, (size_t)(p - line));
-    return 0;
+    return _PyPerfFile_Commit(file, (size_t)(p - line));
 }
 
 static void
@@ -987,11 +1372,161 @@ const _PyPerfBackend _PyPerf_MapBackend = {
     .write_entry = perf_map_write_entry,
     .fini = perf_map_fini,
     .bytes_per_code = perf_map_bytes_per_code,
-    /* Blank lines: perf skips them, and so do line-by-line readers that
-       read the map of a running process (profilers that symbolize
-       fleet-wide). */
-    .pad = '\n',
 };
+
+
+
+/* ---- The C API (PyUnstable_*) ------------------------------------------- */
+
+/* JIT compilers and agents inside the process describe their own code in
+   the same map, through the same file: one writer for all, safe to call
+   from any thread, with or without the GIL, whether or not a trampoline
+   backend is active. */
+
+static backend_state *
+map_state(void)
+{
+    return &perf.backends[0];
+}
+
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    pthread_mutex_lock(&files_lock);
+    int rc = open_backend(map_state());
+    pthread_mutex_unlock(&files_lock);
+    return rc < 0 ? -1 : 0;
+}
+
+/* write() all of it; the file is O_APPEND, so one call places it whole. */
+static int
+write_whole(int fd, const char *data, size_t size)
+{
+    ssize_t n;
+    do {
+        n = write(fd, data, size);
+    } while (n < 0 && errno == EINTR);
+    return n == (ssize_t)size ? 0 : -1;
+}
+
+int
+PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
+                             const char *entry_name)
+{
+    if (entry_name == NULL) {
+        return -1;
+    }
+    size_t len = strlen(entry_name);
+    char small[512];
+    char *line = small;
+    if (len + 2 * 16 + 3 > sizeof(small)) {
+        line = PyMem_RawMalloc(len + 2 * 16 + 3);
+        if (line == NULL) {
+            return -1;
+        }
+    }
+    char *p = put_hex(line, (uintptr_t)code_addr);
+    *p++ = ' ';
+    p = put_hex(p, code_size);
+    *p++ = ' ';
+    for (size_t i = 0; i < len; i++) {
+        /* one record per line, whatever the name holds */
+        unsigned char c = (unsigned char)entry_name[i];
+        *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
+    }
+    *p++ = '\n';
+    pthread_mutex_lock(&files_lock);
+    int rc = open_backend(map_state());
+    if (rc == 0) {
+        rc = write_whole(map_state()->file->fd, line, (size_t)(p - line));
+    }
+    pthread_mutex_unlock(&files_lock);
+    if (line != small) {
+        PyMem_RawFree(line);
+    }
+    return rc;
+}
+
+/* Close the map, unless the trampolines still write to it. */
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+    pthread_mutex_lock(&files_lock);
+    backend_state *st = map_state();
+    if (perf.active != st && st->file != NULL && st->file->fd >= 0) {
+        file_close(st->file);
+    }
+    pthread_mutex_unlock(&files_lock);
+}
+
+/* Append the content of another process's map (a parent's, typically) to
+   this process's. */
+int
+PyUnstable_CopyPerfMapFile(const char *parent_filename)
+{
+    if (parent_filename == NULL) {
+        return -1;
+    }
+    int from = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (from < 0) {
+        return -1;
+    }
+    char *buf = PyMem_RawMalloc(RECORD_MAX);
+    int rc = buf == NULL ? -1 : 0;
+    pthread_mutex_lock(&files_lock);
+    if (rc == 0) {
+        rc = open_backend(map_state());
+    }
+    struct stat a, b;
+    if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
+                    || fstat(map_state()->file->fd, &b) < 0
+                    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
+    {
+        rc = -1;
+    }
+    while (rc == 0) {
+        ssize_t n = read(from, buf, RECORD_MAX);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            rc = n < 0 ? -1 : 0;
+            break;
+        }
+        rc = write_whole(map_state()->file->fd, buf, (size_t)n);
+    }
+    pthread_mutex_unlock(&files_lock);
+    PyMem_RawFree(buf);
+    close(from);
+    return rc;
+}
+
+/* Give `co` its trampoline now (a pre-fork server's master, before it
+   forks its workers, so that they share the trampolines and their
+   names).  0 on success or when it has one; -1 when no backend is active
+   or the trampoline could not be made. */
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+    if (co == NULL || perf.active == NULL) {
+        return -1;
+    }
+    if (trampoline_of(co) != NULL) {
+        return 0;
+    }
+    return new_trampoline(co) != NULL ? 0 : -1;
+}
+
+/* Upstream's switch between two behaviours of a forked child.  Here the
+   child always keeps its inherited trampolines and their names; its own
+   files describe those it runs, or, with the setting on, all of them at
+   once (as upstream's child copies its parent's map). */
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
+{
+    perf.persist_after_fork = enable;
+    return enable;
+}
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
@@ -1006,6 +1541,31 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
+
+int PyUnstable_PerfMapState_Init(void) { return -1; }
+int
+PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
+                             unsigned int Py_UNUSED(code_size),
+                             const char *Py_UNUSED(entry_name))
+{
+    return -1;
+}
+void PyUnstable_PerfMapState_Fini(void) {}
+int
+PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
+{
+    return 0;
+}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
 
@@ -1029,8 +1589,11 @@ find_xoption(const PyConfig *config, const wchar_t *name)
     return found;
 }
 
-/* An environment variable that enables a backend: a non-zero integer.
-   Anything else, including an empty value, is ignored. */
+/* An environment variable that enables a backend: an integer other than
+   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
+   digits, leading blanks allowed, within the range of a C int).  Unset or
+   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
+   ignores it silently). */
 static int
 env_enables(const PyConfig *config, const char *name)
 {
@@ -1041,12 +1604,25 @@ env_enables(const PyConfig *config, const char *name)
     char *end;
     errno = 0;
     long v = strtol(value, &end, 10);
-    return errno == 0 && *end == '\0' && v != 0;
+    if (end != value && *end == '\0' && errno == 0
+        && v >= INT_MIN && v <= INT_MAX)
+    {
+        return v != 0;
+    }
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "%s='%.100s' is not an integer in the range of a "
+                         "C int; ignored", name, value) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    return 0;
 }
 
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    perf.finalized = 0;
+#endif
     /* Later sources override earlier ones: the perf_jit spelling over
        the perf one, -X over the environment. */
     const char *backend = NULL;
@@ -1094,7 +1670,8 @@ sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
     if (!PyUnicode_Check(arg)) {
         PyErr_Format(PyExc_TypeError,
                      "activate_stack_trampoline() argument must be str, "
-                     "not %.200s", Py_TYPE(arg)->tp_name);
+                     "not %.50s",
+                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
         return NULL;
     }
     Py_ssize_t size;
@@ -1121,14 +1698,18 @@ PyDoc_STRVAR(deactivate_doc,
 "deactivate_stack_trampoline($module, /)\n--\n\n"
 "Stop naming Python functions for perf.\n\n"
 "Calls already running keep their trampolines; new calls get none.\n"
-"Does nothing when no backend is active.");
+"Does nothing when no backend is active, and in a sub-interpreter.");
 
 static PyObject *
 sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
                                 PyObject *Py_UNUSED(ignored))
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    deactivate();
+    /* Trampolines are the main interpreter's: a sub-interpreter has none
+       to turn off. */
+    if (_PyInterpreterState_GET() == _PyInterpreterState_Main()) {
+        deactivate();
+    }
 #endif
     Py_RETURN_NONE;
 }

@@ -11,8 +11,10 @@ runs stock CPython 3.11.2 and our interpreter off, with -X perf and with
   * several times, alternating the four, for wall-clock medians (a second
     opinion: shared cores swing by tens of percent);
 
-then measures peak RSS and trampoline arena bytes for 100,000 code objects
-and ends with one verdict line against the targets of issue 4.  Files the
+then measures peak RSS and trampoline arena bytes for 100,000 code objects,
+and what a fork costs with 50,000 live functions (fork() + os._exit() +
+waitpid(), wall clock: the one figure that is about system calls), and
+ends with one verdict line against the targets of issues 4 and 9.  Files the
 runs leave in /tmp (perf maps, jitdumps) are removed.
 
 For comparison, the `pep523` column is what a stand-in for upstream's
@@ -49,6 +51,8 @@ TARGETS = [
     ("deep", None, "deep recursion (900 frames)"),
 ]
 OFF_LIMIT = 1.002
+# fork() + os._exit() + waitpid() with 50,000 live functions, perf/off
+FORK_LIMIT = 1.25
 CONFIGS = [("stock", []), ("off", []), ("perf", ["-X", "perf"]),
            ("perf_jit", ["-X", "perf_jit"])]
 
@@ -125,6 +129,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=5,
                         help="wall-clock runs per configuration")
     parser.add_argument("--only", nargs="*", help="workload names")
+    parser.add_argument("--forks", type=int, default=200,
+                        help="forks timed per run of the fork workload")
     opts = parser.parse_args()
     pythons = {"stock": opts.stock, "off": opts.ours, "perf": opts.ours,
                "perf_jit": opts.ours}
@@ -187,11 +193,34 @@ def main():
         print(f"| {c} | {int(rss):,} | {int(arena):,} |")
 
     print()
+    print("| fork + _exit + waitpid, 50,000 live functions | wall ms "
+          "(median) | / off | child CPU ms | child's files, bytes |")
+    print("|---|---:|---:|---:|---:|")
+    script = os.path.join(WORKLOADS, "forks.py")
+    configs = CONFIGS[1:]
+    forks = {c: [] for c, _ in configs}
+    for _ in range(opts.rounds):
+        for c, a in configs:
+            out, _ = run([pythons[c], *a, script, str(opts.forks)])
+            forks[c].append({k: float(v) for k, v in
+                             (l.split() for l in out.splitlines())})
+    med = {c: {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+           for c, runs in forks.items()}
+    for c, _ in configs:
+        ratio = med[c]["fork_ms"] / med["off"]["fork_ms"]
+        if c != "off" and ratio > FORK_LIMIT:
+            failures.append(f"fork {c}/off {ratio:.3f} > {FORK_LIMIT}")
+        print(f"| {c} | {med[c]['fork_ms']:.2f} | {ratio:.3f} | "
+              f"{med[c]['child_cpu_ms']:.2f} | "
+              f"{int(med[c]['child_file_bytes']):,} |")
+
+    print()
     if failures:
         print("verdict: MISSED " + "; ".join(failures))
     else:
         print(f"verdict: all targets met (off/stock <= {OFF_LIMIT} "
-              "everywhere; perf and perf_jit within each workload's limit)")
+              "everywhere; perf and perf_jit within each workload's limit; "
+              f"fork cost <= {FORK_LIMIT} x off)")
     return 0
 
 

@@ -2,10 +2,12 @@
 # Install the Debian 12 packages that building and testing need.
 # Needs root (or sudo); does nothing for packages already installed.
 set -eu
-PACKAGES="build-essential autoconf autoconf-archive pkg-config git
+PACKAGES="build-essential autoconf autoconf2.69 automake autoconf-archive pkg-config git quilt
  linux-perf gdb valgrind strace util-linux
  libssl-dev zlib1g-dev libsqlite3-dev libffi-dev libbz2-dev liblzma-dev
- libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev"
+ libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev
+ abigail-tools python3-numpy
+ python3-sphinx python3-docs-theme"
 missing=""
 for p in $PACKAGES; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" ||

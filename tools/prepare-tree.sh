@@ -12,6 +12,8 @@
 set -eu
 src=$1 patchdir=$2 fragment=$3
 stage=$src/../stage
+gitdir=$(cd "$src.git" && pwd)
+AUTOCONF=${AUTOCONF:-autoconf2.69} AUTOHEADER=${AUTOHEADER:-autoheader2.69}
 touched=$src/../.stamps/touched-files
 
 rm -rf "$stage"
@@ -53,11 +55,36 @@ awk -v anchor="$anchor" -v frag="$fragment" '
     $0 == anchor { while ((getline line < frag) > 0) print line; print "" }
     { print }' "$stage/configure.ac" > "$stage/configure.ac.new"
 mv "$stage/configure.ac.new" "$stage/configure.ac"
-(cd "$stage" && autoconf --force -Wno-obsolete && autoheader --force -Wno-obsolete) || {
-    echo "error: autoconf failed on the spliced configure.ac" >&2
+
+# Regenerate with Autoconf 2.69, the version that made 3.11.2's configure,
+# so that configure and pyconfig.h.in change by our probe only.  The
+# tarball's configure came from a 2.69 carrying a distribution's
+# --runstatedir addition, which Debian's autoconf2.69 lacks: configure is
+# therefore the tarball's, plus the difference that the probe makes to
+# what 2.69 generates (stock configure.ac versus ours).
+for tool in $AUTOCONF $AUTOHEADER; do
+    command -v "$tool" > /dev/null || {
+        echo "error: $tool not found: run tools/install-deps.sh (Debian package autoconf2.69)" >&2
+        exit 1
+    }
+done
+(cd "$stage" &&
+    git --git-dir="$gitdir" show upstream:configure.ac > configure.ac.stock &&
+    "$AUTOCONF" --force -o configure.stock configure.ac.stock &&
+    "$AUTOCONF" --force -o configure.ours configure.ac &&
+    "$AUTOHEADER" --force) || {
+    echo "error: $AUTOCONF failed on the spliced configure.ac" >&2
     exit 1
 }
-rm -rf "$stage/autom4te.cache"
+diff -u "$stage/configure.stock" "$stage/configure.ours" > "$stage/configure.delta" || true
+git --git-dir="$gitdir" show upstream:configure > "$stage/configure"
+patch -s -F0 --no-backup-if-mismatch -r - "$stage/configure" < "$stage/configure.delta" || {
+    echo "error: the probe's change to configure does not apply to the tarball's configure;" >&2
+    echo "       is $AUTOCONF the Autoconf that made it (2.69)?" >&2
+    exit 1
+}
+rm -rf "$stage/autom4te.cache" "$stage"/configure.ac.stock "$stage"/configure.stock \
+    "$stage/configure.ours" "$stage/configure.delta"
 
 # Copy back what changed; keep the mtime of everything else.
 while read -r f; do

@@ -51,6 +51,75 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
      == _PyPerfTrampoline_EvalFrame)
 
+/* The native stack budget of trampolined calls.  A frame run through a
+   trampoline spends a native evaluator frame, where stock 3.11 runs a
+   Python-to-Python call in the caller's evaluator; deep recursion would
+   overflow the thread's stack.  So a call instruction hands its frame to
+   the trampoline only while the evaluator's own native frame lies within
+   the budget of the current thread, [low, low + span): the thread's
+   stack minus a reserve at its far end, kept for the C code that Python
+   calls.  Past it (or on a stack that is not the thread's own) the call
+   runs inline, as in stock 3.11, and is not named.  `span` is 0 until the
+   thread's first trampolined call computes the budget, in
+   _PyPerfTrampoline_StackLeft(), which the test falls back to. */
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+typedef struct {
+    uintptr_t low;
+    uintptr_t span;
+    int known;
+} _PyPerfStackBudget;
+
+/* Initial-exec: a thread-local variable of libpython.so is then one load
+   away, not a call of __tls_get_addr(). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#else
+#  define PERF_TRAMPOLINE_TLS_MODEL
+#endif
+extern _Thread_local _PyPerfStackBudget _PyPerf_stack_budget
+    PERF_TRAMPOLINE_TLS_MODEL;
+
+/* The stack pointer: where the caller's native frame is.  (Not the
+   address of a local variable: under AddressSanitizer's
+   detect_stack_use_after_return, locals live on a "fake stack" on the
+   heap; nor __builtin_frame_address(0), which would make GCC give
+   _PyEval_EvalFrameDefault a frame pointer.)  Volatile, so that it is
+   read where it is used and not kept in a register all along. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
+#  define _PyPerf_READ_SP(sp) __asm__ volatile ("movq %%rsp, %0" : "=r" (sp))
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#  define _PyPerf_READ_SP(sp) __asm__ volatile ("mov %0, sp" : "=r" (sp))
+#elif (defined(__GNUC__) || defined(__clang__)) && defined(__riscv)
+#  define _PyPerf_READ_SP(sp) __asm__ volatile ("mv %0, sp" : "=r" (sp))
+#else
+#  define _PyPerf_READ_SP(sp) \
+    do { volatile char _here; (sp) = (uintptr_t)&_here; } while (0)
+#endif
+
+static inline uintptr_t
+_PyPerf_StackPointer(void)
+{
+    uintptr_t sp;
+    _PyPerf_READ_SP(sp);
+    return sp;
+}
+
+/* Is the caller's native frame within the budget?  (Written without
+   __builtin_expect: with it, GCC 12 allocates the registers of
+   _PyEval_EvalFrameDefault differently, and the calls of the off path
+   cost two more instructions each.) */
+#define PERF_TRAMPOLINE_STACK_WITHIN() \
+    (_PyPerf_StackPointer() - _PyPerf_stack_budget.low \
+     < _PyPerf_stack_budget.span)
+
+/* When it is not: 1 if the thread's budget was not known yet and the
+   caller is within it, else 0 (run the call inline). */
+extern int _PyPerfTrampoline_StackLeft(void);
+#else
+#define PERF_TRAMPOLINE_STACK_WITHIN() 1
+#define _PyPerfTrampoline_StackLeft() 1
+#endif
+
 /* Start-up: honour -X perf, -X perf_jit, PYTHONPERFSUPPORT and
    PYTHON_PERF_JIT_SUPPORT.  Never fails: problems become warnings. */
 extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
@@ -68,7 +137,7 @@ extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 /* ---- Backends ------------------------------------------------------------
 
    A backend describes one file format.  The shared machinery owns the
-   file (safe creation, writing, fork handling); the backend only turns
+   file (safe creation, appending, fork handling); the backend only turns
    events into bytes and hands them to _PyPerfFile_Append() or
    _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
 
@@ -98,32 +167,33 @@ typedef struct {
        byte, while this backend describes it (at least code_size).
        Called after init. */
     size_t (*bytes_per_code)(size_t code_size);
-    /* What the file reads as after the last record while it has room
-       allocated for more (a running or killed process): a byte that
-       readers skip, e.g. '\n' (blank lines) or 0 (an end marker). */
-    char pad;
 } _PyPerfBackend;
 
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
-/* Append one whole record of at most 16 KiB.  The record reaches the
-   file at once, through a shared mapping (no system call), its first
-   8 bytes last: a killed process leaves a file of whole records followed
-   by the backend's pad bytes.  0 or -1 (errno). */
+/* Append one whole record of at most 16 KiB, with one write(): the file
+   holds it once this returns, whatever happens to the process next.  0 or
+   -1 (errno; the file still ends with a whole record). */
 extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
                               size_t size);
 /* Or assemble a record in place: Reserve returns room for up to `size`
    bytes (NULL and errno on failure), Commit appends the `size` bytes
-   written there. */
+   written there (0 or -1 and errno, as Append). */
 extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
-extern void _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+/* Non-zero if the file already held records of this process when it was
+   opened (after Py_Finalize() and Py_Initialize(), say): a header has
+   been written. */
+extern int _PyPerfFile_Kept(const _PyPerfFile *file);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
 
-/* Write the symbol of a code object, "py::QUALNAME:FILENAME" (UTF-8,
-   control characters replaced, NUL-terminated, at most _PyPerf_NAME_MAX
-   bytes before the NUL) into buf; return its length and set *file_at to
-   where FILENAME starts.  Never raises. */
+/* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
+   valid UTF-8 on one line (control characters and line separators
+   replaced, lone surrogates spelt \udcXX, cut at a character boundary),
+   NUL-terminated, at most _PyPerf_NAME_MAX bytes before the NUL.  Return
+   its length and set *file_at to where FILENAME starts.  Never raises
+   and runs no Python code. */
 #define _PyPerf_NAME_MAX 3072
 extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
                                  size_t *file_at);

@@ -7,6 +7,7 @@ Every test removes the perf.data files and the /tmp/perf-PID.map files of
 the processes it started.
 """
 
+import bisect
 import glob
 import os
 import re
@@ -72,8 +73,9 @@ import signal
 os.kill(os.getpid(), signal.SIGKILL)
 """
 
-# A parent that calls in_parent(), forks, and a child that calls in_child()
-# and leaves through os._exit(); prints the child's pid.
+# A parent that calls in_parent() and in_both(), forks, and a child that
+# calls in_child() and in_both() and leaves through os._exit(); prints the
+# child's pid.
 FORK_SOURCE = """\
 import os
 print("PID", os.getpid(), flush=True)
@@ -81,15 +83,53 @@ def in_parent():
     return 1
 def in_child():
     return 2
+def in_both():
+    return 3
 in_parent()
+in_both()
 r, w = os.pipe()
 child = os.fork()
 if child == 0:
     in_child()
+    in_both()
     os.write(w, str(os.getpid()).encode())
     os._exit(0)
 os.close(w)
 print("CHILD", int(os.read(r, 100)), flush=True)
+os.waitpid(child, 0)
+"""
+
+
+# A parent, its child and its grandchild, each calling functions made by
+# itself and by its ancestors; the descendants leave through os._exit().
+GRANDCHILD_SOURCE = """\
+import os
+print("PID", os.getpid(), flush=True)
+def in_all():
+    return 1
+def only_in_parent():
+    return 2
+in_all()
+only_in_parent()
+child = os.fork()
+if child == 0:
+    def made_in_child():
+        return 3
+    made_in_child()
+    in_all()
+    grandchild = os.fork()
+    if grandchild == 0:
+        def made_in_grandchild():
+            return 4
+        made_in_grandchild()
+        made_in_child()
+        in_all()
+        in_all()
+        print("GRANDCHILD", os.getpid(), flush=True)
+        os._exit(0)
+    os.waitpid(grandchild, 0)
+    print("CHILD", os.getpid(), flush=True)
+    os._exit(0)
 os.waitpid(child, 0)
 """
 
@@ -237,13 +277,34 @@ JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
 
 class Sample(list):
     """One sample's stack, a list of (symbol, dso), leaf first; `time` is
-    its timestamp in seconds."""
+    its timestamp in seconds, `tid` its thread id."""
     time = None
+    tid = None
 
 
-def parse_perf_script(text):
+def load_map_symbols(path):
+    """(start, end, name) of each record of a perf map, sorted."""
+    with open(path, "rb") as f:
+        lines = map_lines(f.read(), exited_normally=False)
+    syms = []
+    for line in lines:
+        start, size, name = line.split(" ", 2)
+        start = int(start, 16)
+        syms.append((start, start + int(size, 16), name))
+    return sorted(syms)
+
+
+def parse_perf_script(text, map_symbols=None):
     """Samples of `perf script` output: lists of (symbol, dso), leaf first,
-    one entry per native frame (inlined functions are left out)."""
+    one entry per native frame (inlined functions are left out).
+
+    Frames perf left unnamed are named from `map_symbols` (the test's own
+    copy of the process's perf map, or a dict of them by thread id), so
+    that the result does not depend on perf finding /tmp/perf-PID.map when
+    `perf script` runs: perf looks it up by the Tgid it reads from
+    /proc/PID/status *then*, and the file can be gone or the pid be
+    someone else's by that time."""
+    by_tid = map_symbols if isinstance(map_symbols, dict) else None
     samples = []
     current = None
     for line in text.splitlines():
@@ -254,9 +315,11 @@ def parse_perf_script(text):
             continue
         if line[0] not in " \t":
             current = Sample()
-            stamp = re.search(r"\s(\d+\.\d+):\s", line)
+            stamp = re.search(r"\s(\d+)\s+(?:\[\d+\]\s+)?(\d+\.\d+):\s",
+                              line)
             if stamp:
-                current.time = float(stamp.group(1))
+                current.tid = int(stamp.group(1))
+                current.time = float(stamp.group(2))
             continue
         if current is None:
             continue
@@ -270,6 +333,12 @@ def parse_perf_script(text):
             # a function inlined at the next (real) frame's address
             continue
         sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
+        syms = by_tid.get(current.tid) if by_tid is not None else map_symbols
+        if sym == "[unknown]" and syms:
+            ip = int(parts[0], 16)
+            k = bisect.bisect_right(syms, (ip, float("inf"))) - 1
+            if k >= 0 and ip < syms[k][1]:
+                sym = syms[k][2]
         current.append((sym, dso))
     if current:
         samples.append(current)
@@ -326,10 +395,17 @@ class PerfTestCase(unittest.TestCase):
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
         self.forget_pid(pid)
+        # The program's stderr is in perf's: a map that could not be
+        # created or written says so there.
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        # Read the map now, while it is certainly ours (see
+        # parse_perf_script).
+        map_symbols = load_map_symbols(map_path(pid))
         report = subprocess.run(perf_command("script", "-i", data),
                                 capture_output=True, text=True, timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr)
-        return proc.stdout, parse_perf_script(report.stdout), script, pid
+        return (proc.stdout, parse_perf_script(report.stdout, map_symbols),
+                script, pid)
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
@@ -409,6 +485,9 @@ class TestPerfProfiling(PerfTestCase):
         # caller's caller (_PyEval_EvalFrameDefault, PyEval_EvalCode...).
         code = NESTED + "baz(10_000_000)\n"
         _, samples, script, _ = self.record(code, "-X", "perf")
+        # Python frames are named at all (else `checked` below is 0 for a
+        # reason that has nothing to do with frame records).
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
         checked = 0
         for sample in samples:
             for i, (sym, _) in enumerate(sample):
@@ -557,9 +636,31 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn(f"py::in_parent:{script}", parent_names)
         self.assertNotIn(f"py::in_child:{script}", parent_names)
         self.assertIn(f"py::in_child:{script}", child_names)
-        # Inherited trampolines are described in the child's file too.
+        # Inherited trampolines the child runs are described in its file
+        # too: the one running at the fork, and one called again after.
         self.assertIn(f"py::<module>:{script}", child_names)
-        self.assertIn(f"py::in_parent:{script}", child_names)
+        self.assertIn(f"py::in_both:{script}", child_names)
+        # Those it never runs cost it nothing.
+        self.assertNotIn(f"py::in_parent:{script}", child_names)
+
+    def test_grandchild_describes_what_it_runs(self):
+        # Each generation describes the inherited trampolines it runs,
+        # whichever ancestor made them, and its own, each once.
+        proc, pid, script = self.run_map_script(
+            "-X", "perf", source=GRANDCHILD_SOURCE)
+        pids = dict(re.findall(r"^(CHILD|GRANDCHILD) (\d+)$", proc.stdout,
+                               re.M))
+        for p in pids.values():
+            self.forget_pid(int(p))
+        expected = {"CHILD": ["<module>", "made_in_child", "in_all"],
+                    "GRANDCHILD": ["<module>", "made_in_child", "in_all",
+                                   "made_in_grandchild"]}
+        for who, names in expected.items():
+            lines = self.read_map(int(pids[who]), exited_normally=False)
+            self.assertCountEqual([l.split(" ", 2)[2] for l in lines],
+                                  [f"py::{n}:{script}" for n in names])
+            starts = [int(l.split()[0], 16) for l in lines]
+            self.assertEqual(len(starts), len(set(starts)))
 
     def test_planted_symlink_is_not_followed(self):
         check_planted_symlink(self, map_path(1), "perf")
@@ -660,9 +761,10 @@ class TestPerfMapFile(PerfTestCase):
         self.assertIn("No space left on device", proc.stderr)
         self.check_cut_short(proc.stderr, map_lines(text.encode()))
 
-    def test_no_system_call_per_function(self):
-        # Records go through a shared mapping of the file: what makes
-        # system calls is the file growing, 64 KiB at a time.
+    def test_one_write_per_function(self):
+        # Each record is appended whole with one write(), and the file is
+        # never cut, grown ahead or mapped for writing: it is the
+        # process's, and other writers may append to it too.
         strace = shutil.which("strace")
         if strace is None:
             self.skipTest("needs strace")
@@ -671,23 +773,30 @@ class TestPerfMapFile(PerfTestCase):
             with self.subTest(option=option):
                 proc = subprocess.run(
                     [strace, "-f", "-o", out, "-e",
-                     "trace=write,pwrite64,writev,pwritev,fallocate",
-                     sys.executable, "-X", option, "-c", MANY_FUNCTIONS],
+                     "trace=write,pwrite64,writev,pwritev,fallocate,"
+                     "ftruncate", sys.executable, "-X", option, "-c",
+                     MANY_FUNCTIONS],
                     capture_output=True, text=True, env=env_with())
                 if proc.returncode != 0 and "ptrace" in proc.stderr:
                     self.skipTest("strace cannot trace here")
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 pid = script_pid(proc.stdout)
                 self.addCleanup(remove_jit_files, pid)
-                size = os.path.getsize(path(pid))
+                if option == "perf":
+                    records = len(read_map_file(path(pid)))
+                else:
+                    records = len(read_jitdump(path(pid), pid))
                 with open(out) as f:
                     calls = [line.split(None, 1)[1].split("(", 1)[0]
                              for line in f if "(" in line]
-                writes = len([c for c in calls if c != "fallocate"])
+                self.assertGreaterEqual(records, 3000)
+                self.assertNotIn("fallocate", calls)
+                self.assertNotIn("ftruncate", calls)
+                # the jitdump's three records of a function are one write;
                 # stdout's two lines, and whatever start-up writes
-                self.assertLess(writes, 10, calls)
-                self.assertLessEqual(calls.count("fallocate"),
-                                     size // (48 * 1024) + 2, calls)
+                per_function = 1 if option == "perf" else 3
+                self.assertLessEqual(len(calls),
+                                     records // per_function + 10)
 
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)
@@ -707,6 +816,416 @@ class TestPerfMapFile(PerfTestCase):
         self.assertEqual(proc.stdout.split()[-1], str(sum(range(3000))))
         self.assertLessEqual(os.path.getsize(map_path(pid)), 100_000)
         self.check_cut_short(proc.stderr, self.read_map(pid))
+
+
+# A parent that warms up, forks a child whose hot function is first
+# called after the fork, then calls a function of its own (the names perf
+# gave the child's samples before new trampolines left inherited arenas).
+FORK_HOT_SOURCE = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+def warm():
+    return 1
+warm()
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    def child_work(n):
+        s = 0
+        for i in range(n):
+            s += i
+        return s
+    os.close(r)
+    os.write(w, b"go")
+    if sys.argv[1:] == ["wait"]:
+        # until the test, attached with perf record -p, says stop
+        while not os.path.exists(sys.argv[0] + ".stop"):
+            child_work(200_000)
+    else:
+        child_work(5_000_000)
+    os._exit(0)
+os.close(w)
+os.read(r, 2)
+print("CHILD", pid, flush=True)
+def parent_only_function():
+    return 2
+parent_only_function()
+os.waitpid(pid, 0)
+"""
+
+# The same, but the child's hot function was first called in the parent,
+# before the fork: the child runs it through an inherited trampoline.
+FORK_INHERITED_SOURCE = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+def warm():
+    return 1
+warm()
+def child_work(n):
+    s = 0
+    for i in range(n):
+        s += i
+    return s
+child_work(10)
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.close(r)
+    os.write(w, b"go")
+    if sys.argv[1:] == ["wait"]:
+        while not os.path.exists(sys.argv[0] + ".stop"):
+            child_work(200_000)
+    else:
+        child_work(5_000_000)
+    os._exit(0)
+os.close(w)
+os.read(r, 2)
+print("CHILD", pid, flush=True)
+def parent_only_function():
+    return 2
+parent_only_function()
+os.waitpid(pid, 0)
+"""
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestProcessShapes(PerfTestCase):
+    """Forked children, embedding, other writers of the map, other frame
+    evaluators, sub-interpreters."""
+
+    def child_samples(self, text, pid, child):
+        samples = parse_perf_script(
+            text, {child: load_map_symbols(map_path(child))})
+        return [s for s in samples if s.tid == child]
+
+    def check_child_named(self, samples, script):
+        work = f"py::child_work:{script}"
+        named = [s for s in samples if any(sym == work for sym, _ in s)]
+        self.assertGreater(len(named), 10, f"{len(samples)} child samples")
+        wrong = [s for s in samples
+                 if any(sym.startswith(("py::parent_only_function",
+                                        "py::warm")) for sym, _ in s)]
+        self.assertEqual(wrong, [])
+        module = f"py::<module>:{script}"
+        below = [s for s in named
+                 if [sym for sym, _ in s if sym.startswith("py::")]
+                 == [work, module]]
+        self.assertGreaterEqual(len(below), 0.9 * len(named))
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_forked_child_named_by_perf(self):
+        # perf follows the fork: it names the child's inherited arenas
+        # from the parent's map, its new ones from the child's.
+        script = make_script(self.tmp, "forked", FORK_HOT_SOURCE)
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999", "-g", "-o", data, "--",
+                         sys.executable, "-X", "perf", script),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
+        self.forget_pid(pid)
+        self.forget_pid(child)
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        self.check_child_named(self.child_samples(text, pid, child), script)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def record_child_later(self, source, backend, *options):
+        """Run `source` with the argument "wait" under -X `backend`, and
+        perf record -p its child for a second with `options`; returns the
+        perf.data path, the script, the parent's and the child's pids."""
+        script = make_script(self.tmp, "forked", source)
+        stop = script + ".stop"
+        self.addCleanup(os_helper.unlink, stop)
+        proc = subprocess.Popen([sys.executable, "-X", backend, script,
+                                 "wait"], stdout=subprocess.PIPE,
+                                text=True, env=env_with())
+        self.addCleanup(proc.kill)
+        pid = script_pid(proc.stdout.readline())
+        self.forget_pid(pid)
+        self.addCleanup(remove_jit_files, pid)
+        child = int(re.search(r"CHILD (\d+)",
+                              proc.stdout.readline()).group(1))
+        self.forget_pid(child)
+        self.addCleanup(remove_jit_files, child)
+        data = os.path.join(self.tmp, "perf.data")
+        try:
+            rec = subprocess.run(
+                perf_command("record", "-F", "999", *options, "-o", data,
+                             "-p", str(child), "--", "sleep", "1"),
+                capture_output=True, text=True, timeout=300)
+        finally:
+            with open(stop, "w"):
+                pass
+        self.assertEqual(proc.wait(timeout=300), 0)
+        self.assertEqual(rec.returncode, 0, rec.stderr)
+        return data, script, pid, child
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_forked_child_named_by_perf_attached_later(self):
+        # perf record -p CHILD: perf learns the child's mappings from
+        # /proc and names them all from the child's own map, which must
+        # describe the trampolines it runs, inherited ones too (here the
+        # one of <module>, running at the fork).
+        data, script, pid, child = self.record_child_later(
+            FORK_HOT_SOURCE, "perf", "-g")
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        self.check_child_named(self.child_samples(text, pid, child), script)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_inherited_function_named_by_perf_attached_later(self):
+        # The child's hot function got its trampoline in the parent: the
+        # child's map describes it from the child's first call on.
+        data, script, pid, child = self.record_child_later(
+            FORK_INHERITED_SOURCE, "perf", "-g")
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        self.check_child_named(self.child_samples(text, pid, child), script)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+    def test_inherited_function_named_by_perf_jit_attached_later(self):
+        # The same with the jitdump: perf inject finds the child's dump
+        # through the child's own mapping of it, whose code loads carry
+        # the child's pid.
+        data, script, pid, child = self.record_child_later(
+            FORK_INHERITED_SOURCE, "perf_jit", "-k", "1", "--call-graph",
+            "dwarf")
+        jit = os.path.join(self.tmp, "perf.jit.data")
+        inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                          "-o", jit),
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(inj.returncode, 0, inj.stderr)
+        text = subprocess.run(perf_command("script", "-i", jit),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        samples = [s for s in parse_perf_script(text) if s.tid == child]
+        self.check_child_named(samples, script)
+
+    def embed(self, code, env):
+        testembed = os.path.join(os.path.dirname(sys.executable),
+                                 "Programs", "_testembed")
+        if not os.path.exists(testembed):
+            self.skipTest("needs Programs/_testembed of a build tree")
+        proc = subprocess.run(
+            [testembed, "test_repeated_init_exec", textwrap.dedent(code)],
+            capture_output=True, text=True, env=env_with(**env),
+            cwd=os.path.dirname(sys.executable), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("Warning", proc.stderr)
+        pids = set(re.findall(r"PID (\d+)", proc.stdout))
+        self.assertEqual(len(pids), 1, proc.stdout)
+        pid = int(pids.pop())
+        self.addCleanup(remove_jit_files, pid)
+        return proc, pid
+
+    EMBEDDED = """
+        import os, sys
+        def work(n):
+            return n + 1
+        work(1)
+        print("PID", os.getpid(), sys.is_stack_trampoline_active())
+        """
+
+    def test_embedded_reinitialized_map(self):
+        # Py_Initialize() after Py_FinalizeEx(), several times in a row:
+        # each round names its functions.
+        proc, pid = self.embed(self.EMBEDDED, {"PYTHONPERFSUPPORT": "1"})
+        self.assertNotIn("False", proc.stdout)
+        names = [line.split(" ", 2)[2]
+                 for line in read_map_file(map_path(pid))]
+        self.assertGreaterEqual(names.count("py::work:<string>"), 3, names)
+
+    def test_embedded_reinitialized_jitdump(self):
+        proc, pid = self.embed(self.EMBEDDED,
+                               {"PYTHON_PERF_JIT_SUPPORT": "1"})
+        self.assertNotIn("False", proc.stdout)
+        records = read_jitdump(jit_path(pid), pid)
+        # one dump, one header, and no CLOSE but the last (perf inject
+        # stops reading at a CLOSE record)
+        ids = [rid for rid, _ in records]
+        self.assertEqual(ids.count(JIT_CODE_CLOSE), 1)
+        self.assertEqual(ids[-1], JIT_CODE_CLOSE)
+        names = [rec["name"] for rid, rec in records
+                 if rid == JIT_CODE_LOAD]
+        self.assertGreaterEqual(names.count("py::work:<string>"), 3, names)
+
+    AGENT = """
+        import os, sys
+        print("PID", os.getpid(), flush=True)
+        path = f"/tmp/perf-{os.getpid()}.map"
+        def before():
+            return 1
+        before()
+        with open(path, "a") as f:
+            f.write("10000 10 agent_one\\n")
+        ns = {}
+        exec("\\n".join(f"def f{i}(): return {i}" for i in range(500)), ns)
+        for i in range(250):
+            ns[f"f{i}"]()
+        with open(path, MODE) as f:
+            f.write("20000 10 agent_two\\n")
+        for i in range(250, 500):
+            ns[f"f{i}"]()
+        print(sum(ns[f"f{i}"]() for i in range(500)))
+        """
+
+    def run_agent(self, mode):
+        code = self.AGENT.replace("MODE", repr(mode))
+        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        self.assertEqual(proc.stdout.split()[-1], str(sum(range(500))))
+        lines = read_map_file(map_path(pid))
+        for line in lines:
+            self.assertRegex(line, r"^[0-9a-f]+ [0-9a-f]+ \S")
+        return [line.split(" ", 2)[2] for line in lines]
+
+    def test_other_writer_appending(self):
+        # Another writer of the process's map (a JIT, an agent) keeps its
+        # lines, and ours stay whole lines around them.
+        names = self.run_agent("a")
+        for name in ("agent_one", "agent_two", "py::before:<string>",
+                     "py::f0:<string>", "py::f499:<string>"):
+            self.assertIn(name, names)
+        self.assertLess(names.index("agent_one"),
+                        names.index("py::f0:<string>"))
+
+    def test_other_writer_truncating(self):
+        # One that empties the file ("w") costs the lines written before,
+        # never the process: it runs on and appends after the newcomer.
+        names = self.run_agent("w")
+        self.assertEqual(names[0], "agent_two")
+        self.assertIn("py::f499:<string>", names)
+
+    def test_stale_file_of_same_pid_is_emptied(self):
+        # A map left by an earlier process that had our pid would make
+        # perf give our addresses its names.
+        pid1 = pid_namespace_command(self)
+        path = map_path(1)
+        with open(path, "w") as f:
+            f.write("0 ffffffffffff stale_function\n")
+        self.addCleanup(os_helper.unlink, path)
+        past = os.stat(path).st_mtime - 2
+        os.utime(path, (past, past))
+        proc = subprocess.run(
+            [*pid1, sys.executable, "-X", "perf", "-c",
+             "def g():\n    return 2\nprint(g())"],
+            capture_output=True, text=True, env=env_with())
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                         (0, "2\n", ""))
+        names = [line.split(" ", 2)[2] for line in read_map_file(path)]
+        self.assertNotIn("stale_function", names)
+        self.assertIn("py::g:<string>", names)
+
+    def test_activate_after_another_evaluator_came_and_went(self):
+        try:
+            import _testinternalcapi
+        except ImportError:
+            self.skipTest("needs _testinternalcapi")
+        code = """
+            import os, sys, _testinternalcapi
+            print("PID", os.getpid())
+            _testinternalcapi.set_eval_frame_record([])
+            _testinternalcapi.set_eval_frame_default()
+            assert not sys.is_stack_trampoline_active()
+            sys.activate_stack_trampoline("perf")
+            assert sys.is_stack_trampoline_active()
+            def later():
+                return 1
+            later()
+            """
+        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        names = [line.split(" ", 2)[2]
+                 for line in read_map_file(map_path(pid))]
+        self.assertIn("py::later:<string>", names)
+
+    def test_retry_after_failed_activation(self):
+        # A file size limit stops an activation part-way through
+        # describing the live functions; once it is lifted, a second one
+        # describes every function, in the same file, in both modes.
+        code = """
+            import os, resource, sys, warnings
+            print("PID", os.getpid(), flush=True)
+            ns = {}
+            exec("\\n".join(f"def f{i}(): return {i}" for i in range(3000)),
+                 ns)
+            for i in range(3000):
+                ns[f"f{i}"]()
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (60_000, resource.RLIM_INFINITY))
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                sys.activate_stack_trampoline(BACKEND)
+            assert w and "cannot write" in str(w[0].message), w
+            resource.setrlimit(resource.RLIMIT_FSIZE,
+                               (resource.RLIM_INFINITY,) * 2)
+            sys.activate_stack_trampoline(BACKEND)
+            assert sys.is_stack_trampoline_active()
+            """
+        for backend, start in (("perf", "perf_jit"), ("perf_jit", "perf")):
+            with self.subTest(backend=backend):
+                proc = run_python("-X", start, "-c",
+                                  textwrap.dedent(code).replace(
+                                      "BACKEND", repr(backend)))
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                pid = script_pid(proc.stdout)
+                self.addCleanup(remove_jit_files, pid)
+                if backend == "perf":
+                    names = {line.split(" ", 2)[2]
+                             for line in read_map_file(map_path(pid))}
+                else:
+                    names = {rec["name"] for rid, rec in
+                             read_jitdump(jit_path(pid), pid)
+                             if rid == JIT_CODE_LOAD}
+                missing = [i for i in range(3000)
+                           if f"py::f{i}:<string>" not in names]
+                self.assertEqual(missing, [])
+
+    def test_sub_interpreter_cannot_turn_main_off(self):
+        # Trampolines are the main interpreter's: a sub-interpreter is
+        # told it has none, cannot activate them, and its deactivate does
+        # nothing.
+        try:
+            import _xxsubinterpreters
+        except ImportError:
+            self.skipTest("needs _xxsubinterpreters")
+        code = '''
+            import os, sys, _xxsubinterpreters as interpreters
+            print("PID", os.getpid())
+            sub = interpreters.create()
+            interpreters.run_string(sub, """if 1:
+                import sys
+                assert not sys.is_stack_trampoline_active()
+                try:
+                    sys.activate_stack_trampoline("perf")
+                except RuntimeError:
+                    pass
+                else:
+                    raise AssertionError("activated in a sub-interpreter")
+                sys.deactivate_stack_trampoline()
+                """)
+            interpreters.destroy(sub)
+            print(sys.is_stack_trampoline_active())
+            '''
+        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertEqual(proc.stdout.split()[-1], "True")
 
 
 def read_map_file(path, exited_normally=True):
@@ -751,7 +1270,7 @@ def leb128(data, pos, signed=False):
 def read_jitdump(path, pid, exited_normally=True):
     """Parse a jitdump strictly; returns the list of (id, fields) records.
 
-    Fails on anything the format (shared/docs/formats.md) does not allow,
+    Fails on anything the format (Doc/howto/perf_profiling.rst) does not allow,
     even where perf would be lenient.  The dump of a process that did not
     exit normally (killed, os._exit) may end in zeros instead of exactly
     after its last record."""
@@ -1104,7 +1623,9 @@ class TestJitDumpFile(unittest.TestCase):
                                exited_normally=False)
         loads = {r["name"]: r for rid, r in records if rid == JIT_CODE_LOAD}
         self.assertIn("py::in_child:<string>", loads)
-        self.assertIn("py::in_parent:<string>", loads)
+        self.assertIn("py::in_both:<string>", loads)
+        self.assertIn("py::<module>:<string>", loads)
+        self.assertNotIn("py::in_parent:<string>", loads)
         for rec in loads.values():
             self.assertEqual((rec["pid"], rec["tid"]), (child, child))
         self.check_dump(pid, ["py::in_parent:<string>"])
@@ -1425,6 +1946,936 @@ class TestSysApi(unittest.TestCase):
         self.assertEqual(traced, plain)
         self.assertEqual(plain[0],
                          "[10, 6, 6, 7, 20, 22, 'index', 'recursion', 1]")
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestChildProcesses(unittest.TestCase):
+    """Children started with the interpreter's flags (multiprocessing's
+    spawn and forkserver, subprocess with _args_from_interpreter_flags())
+    get -X perf and -X perf_jit too; forked children keep the trampoline
+    on.  Each child writes a file of its own."""
+
+    # Starts children every way multiprocessing and subprocess offer.
+    # Each child runs a function named after the way it was started and
+    # hands back its pid and whether its trampoline is on.  Every process
+    # started (helpers too: the resource tracker, the forkserver) is
+    # printed, so that the test removes their files.
+    SOURCE = textwrap.dedent("""\
+        import multiprocessing, os, subprocess, sys
+        from multiprocessing import forkserver, resource_tracker
+
+        def state():
+            return os.getpid(), sys.is_stack_trampoline_active()
+
+        def work_in_spawn():
+            return state()
+
+        def work_in_forkserver():
+            return state()
+
+        def work_in_fork_pool(i):
+            return state()
+
+        def run_in_child(conn, name):
+            conn.send(globals()[name]())
+            conn.close()
+
+        SUBPROCESS = '''
+        import os, sys
+        def work_in_subprocess():
+            return os.getpid(), sys.is_stack_trampoline_active()
+        print(*work_in_subprocess())
+        '''
+
+        def started(pid):
+            if pid is not None:
+                print("STARTED", pid, flush=True)
+
+        if __name__ == "__main__":
+            print("PID", os.getpid(), flush=True)
+            for method in ("spawn", "forkserver"):
+                ctx = multiprocessing.get_context(method)
+                r, w = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=run_in_child,
+                                args=(w, "work_in_" + method))
+                p.start()
+                started(p.pid)
+                started(resource_tracker._resource_tracker._pid)
+                started(forkserver._forkserver._forkserver_pid)
+                w.close()
+                pid, active = r.recv()
+                p.join()
+                print("RAN", method, pid, active, flush=True)
+
+            pool = multiprocessing.get_context("fork").Pool(2)
+            for p in pool._pool:
+                started(p.pid)
+            ran = set(pool.map(work_in_fork_pool, range(8)))
+            pool.close()
+            pool.join()
+            for pid, active in ran:
+                print("RAN fork_pool", pid, active, flush=True)
+
+            proc = subprocess.Popen(
+                [sys.executable, *subprocess._args_from_interpreter_flags(),
+                 "-c", SUBPROCESS], stdout=subprocess.PIPE, text=True)
+            started(proc.pid)
+            out, _ = proc.communicate()
+            assert proc.returncode == 0, proc.returncode
+            print("RAN subprocess", out, end="", flush=True)
+
+            # The helpers go now: their files are complete when the test
+            # reads them, and none is written after it removed them.
+            forkserver._forkserver._stop()
+            resource_tracker._resource_tracker._stop()
+        """)
+
+    def run_children(self, *args, env=None):
+        tmp = tempfile.mkdtemp(prefix="test_perf_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        script = make_script(tmp, "children", self.SOURCE)
+        proc = run_python(*args, script, env=env, timeout=300)
+        for pid in re.findall(r"^(?:PID|STARTED) (\d+)$", proc.stdout, re.M):
+            self.addCleanup(remove_jit_files, int(pid))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stderr, "")
+        return proc.stdout, script
+
+    def names(self, backend, pid, exited_normally):
+        """The functions named in the file of `backend` of process `pid`
+        (which has no file of the other backend)."""
+        if backend == "perf":
+            self.assertFalse(os.path.exists(jit_path(pid)))
+            return {line.split(" ", 2)[2] for line in
+                    read_map_file(map_path(pid), exited_normally)}
+        self.assertFalse(os.path.exists(map_path(pid)))
+        return {rec["name"] for rid, rec in
+                read_jitdump(jit_path(pid), pid, exited_normally)
+                if rid == JIT_CODE_LOAD}
+
+    def check_children(self, backend, *args, env=None):
+        out, script = self.run_children(*args, env=env)
+        started = {int(pid) for pid in re.findall(r"^STARTED (\d+)$",
+                                                  out, re.M)}
+        ran = re.findall(r"^RAN (\w+) (\d+) (\w+)$", out, re.M)
+        self.assertEqual({way for way, _, _ in ran},
+                         {"spawn", "forkserver", "fork_pool", "subprocess"})
+        for way, pid, active in ran:
+            with self.subTest(way=way, pid=pid):
+                pid = int(pid)
+                self.assertIn(pid, started)
+                self.assertEqual(active, "True")
+                # Children of fork (forkserver's too) leave through
+                # os._exit(): their files may end in the room allocated
+                # ahead.
+                names = self.names(backend, pid, exited_normally=way in (
+                    "spawn", "subprocess"))
+                filename = "<string>" if way == "subprocess" else script
+                self.assertIn(f"py::work_in_{way}:{filename}", names)
+
+    def test_xoption_perf(self):
+        self.check_children("perf", "-X", "perf")
+
+    def test_xoption_perf_jit(self):
+        self.check_children("perf_jit", "-X", "perf_jit")
+
+    def test_environment_variable(self):
+        self.check_children("perf", env=env_with(PYTHONPERFSUPPORT="1"))
+
+    def test_jit_environment_variable(self):
+        self.check_children("perf_jit",
+                            env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
+
+    def test_flags_are_the_start_up_options(self):
+        # What the interpreter was started with, like the other -X
+        # options: not what sys.activate_stack_trampoline() and
+        # sys.deactivate_stack_trampoline() have made of it since.  The
+        # variables are not turned into options: children inherit the
+        # environment (and -E, which makes both ignore it).
+        code = textwrap.dedent("""\
+            import os, subprocess, sys
+            print("PID", os.getpid(), flush=True)
+            flags = subprocess._args_from_interpreter_flags
+            seen = [flags()]
+            sys.deactivate_stack_trampoline()
+            seen.append(flags())
+            sys.activate_stack_trampoline("perf_jit")
+            seen.append(flags())
+            sys.activate_stack_trampoline("perf")
+            seen.append(flags())
+            sys.deactivate_stack_trampoline()
+            print(seen[0] if seen.count(seen[0]) == 4 else seen)
+            """)
+        for args, env, expected in (
+                (("-X", "perf"), {}, ["-X", "perf"]),
+                (("-X", "perf_jit"), {}, ["-X", "perf_jit"]),
+                (("-X", "perf_jit", "-X", "perf"), {},
+                 ["-X", "perf", "-X", "perf_jit"]),
+                (("-X", "perf=1"), {}, ["-X", "perf=1"]),
+                ((), {"PYTHONPERFSUPPORT": "1"}, []),
+                (("-E", "-X", "perf"), {"PYTHON_PERF_JIT_SUPPORT": "1"},
+                 ["-E", "-X", "perf"]),
+                ((), {}, [])):
+            with self.subTest(args=args, env=env):
+                proc = run_python(*args, "-c", code, env=env_with(**env))
+                pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
+                if pid:
+                    self.addCleanup(remove_jit_files, int(pid.group(1)))
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout.splitlines()[-1],
+                                 str(expected))
+class TestHostileInput(unittest.TestCase):
+    """Bad input and hostile environments, one test per row of the README
+    table "Bad input and hostile environments": a clear error or warning,
+    the program and its output untouched, files that stay readable."""
+
+    ACTIVE = ("import os, sys; print('PID', os.getpid()); "
+              "print(sys.is_stack_trampoline_active())")
+
+    def run_code(self, code, *args, env=None, returncode=0, **kw):
+        """Run `code` (which prints "PID n" first) in a child; its files
+        are removed afterwards.  Returns (proc, pid)."""
+        proc = run_python(*args, "-c", textwrap.dedent(code),
+                          env=env if env is not None else env_with(), **kw)
+        pid = int(script_pid(proc.stdout))
+        self.addCleanup(remove_jit_files, pid)
+        self.assertEqual(proc.returncode, returncode, proc.stderr)
+        return proc, pid
+
+    def backend_of(self, pid):
+        """Which file the run `pid` wrote: "perf", "perf_jit" or None."""
+        has_map = os.path.exists(map_path(pid))
+        has_dump = os.path.exists(jit_path(pid))
+        self.assertFalse(has_map and has_dump)
+        return "perf" if has_map else "perf_jit" if has_dump else None
+
+    def check_files(self, pid, exited_normally=True):
+        """Both files of `pid`, where they exist, read strictly; returns
+        the names they give."""
+        names = set()
+        if os.path.exists(map_path(pid)):
+            for line in read_map_file(map_path(pid), exited_normally):
+                self.assertRegex(line, MAP_LINE)
+                names.add(line.split(" ", 2)[2])
+        if os.path.exists(jit_path(pid)):
+            for rid, rec in read_jitdump(jit_path(pid), pid,
+                                         exited_normally):
+                if rid == JIT_CODE_LOAD:
+                    names.add(rec["name"])
+        return names
+
+    # -- environment variables and -X options -----------------------------
+
+    def test_environment_values(self):
+        # As CPython 3.12+ reads them: an integer in the range of a C int
+        # (strtol, leading blanks allowed), non-zero enables; unset and
+        # empty are nothing; anything else is ignored, with a warning here.
+        cases = [("", False, False), ("0", False, False),
+                 ("abc", False, True), ("-1", True, False),
+                 (" 1", True, False), ("1 ", False, True),
+                 ("1" * 30, False, True), ("3000000000", False, True),
+                 ("+1", True, False)]
+        for var, backend in (("PYTHONPERFSUPPORT", "perf"),
+                             ("PYTHON_PERF_JIT_SUPPORT", "perf_jit")):
+            for value, enables, warns in cases:
+                with self.subTest(var=var, value=value):
+                    proc, pid = self.run_code(self.ACTIVE,
+                                              env=env_with(**{var: value}))
+                    self.assertEqual(proc.stdout.split()[-1], str(enables))
+                    self.assertEqual(self.backend_of(pid),
+                                     backend if enables else None)
+                    if warns:
+                        self.assertIn(f"RuntimeWarning: {var}='{value}' is "
+                                      f"not an integer", proc.stderr)
+                    else:
+                        self.assertEqual(proc.stderr, "")
+
+    def test_xoption_values(self):
+        # -X perf and -X perf_jit ignore any value, as in 3.12+.
+        for option, backend in (("perf=1", "perf"), ("perf_jit=0", "perf_jit"),
+                                ("perf=", "perf"), ("perf=0", "perf")):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(self.ACTIVE, "-X", option)
+                self.assertEqual(proc.stdout.split()[-1], "True")
+                self.assertEqual(proc.stderr, "")
+                self.assertEqual(self.backend_of(pid), backend)
+
+    def test_option_beats_jit_variable(self):
+        # sys > -X > environment: -X perf wins over PYTHON_PERF_JIT_SUPPORT
+        # (3.12+ reads that variable after -X perf and picks perf_jit).
+        proc, pid = self.run_code(self.ACTIVE, "-X", "perf",
+                                  env=env_with(PYTHON_PERF_JIT_SUPPORT="1"))
+        self.assertEqual(proc.stdout.split()[-1], "True")
+        self.assertEqual(self.backend_of(pid), "perf")
+
+    # -- sys.activate_stack_trampoline() arguments -------------------------
+
+    def test_activate_bad_arguments(self):
+        cases = [
+            (None, TypeError, "argument must be str, not None"),
+            (b"perf", TypeError, "argument must be str, not bytes"),
+            (1, TypeError, "argument must be str, not int"),
+            ("perf\0x", ValueError, "embedded null character"),
+            ("PERF", ValueError, "invalid backend: PERF"),
+            ("perf\udc80", UnicodeEncodeError, "surrogates not allowed"),
+            ("x" * 1_000_000, ValueError, "invalid backend: xxx"),
+        ]
+        for arg, exc, message in cases:
+            with self.subTest(arg=repr(arg)[:20]):
+                with self.assertRaises(exc) as cm:
+                    sys.activate_stack_trampoline(arg)
+                self.assertIn(message, str(cm.exception))
+                self.assertLess(len(str(cm.exception)), 300)
+                self.assertFalse(sys.is_stack_trampoline_active())
+
+    # -- the sys functions from unusual places ------------------------------
+
+    def test_sys_functions_from_threads(self):
+        proc, pid = self.run_code("""
+            import os, sys, threading
+            print("PID", os.getpid(), flush=True)
+            def toggle(k):
+                for i in range(200):
+                    sys.activate_stack_trampoline(("perf", "perf_jit")[i % 2])
+                    f = eval(f"lambda: {k * 1000 + i}")
+                    f()
+                    sys.is_stack_trampoline_active()
+                    if i % 3 == 0:
+                        sys.deactivate_stack_trampoline()
+            threads = [threading.Thread(target=toggle, args=(k,))
+                       for k in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            print("done")
+            """)
+        self.assertEqual(proc.stdout.split()[-1], "done")
+        self.assertEqual(proc.stderr, "")
+        self.assertIn("py::<lambda>:<string>", self.check_files(pid))
+
+    def test_sys_functions_from_signal_handler(self):
+        proc, pid = self.run_code("""
+            import os, signal, sys
+            print("PID", os.getpid(), flush=True)
+            calls = 0
+            def handler(signum, frame):
+                global calls
+                calls += 1
+                if calls % 3 == 2:
+                    sys.deactivate_stack_trampoline()
+                else:
+                    sys.activate_stack_trampoline(
+                        ("perf", "perf_jit")[calls % 2])
+                sys.is_stack_trampoline_active()
+            signal.signal(signal.SIGALRM, handler)
+            signal.setitimer(signal.ITIMER_REAL, 0.0005, 0.0005)
+            total = 0
+            while calls < 50:
+                ns = {}
+                exec("\\n".join(f"def f{i}(): return {i}"
+                                for i in range(300)), ns)
+                total += sum(ns[f"f{i}"]() for i in range(300))
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            print(total % 44850)
+            """)
+        self.assertEqual(proc.stdout.split()[-1], "0")
+        self.assertEqual(proc.stderr, "")
+        self.assertIn("py::f299:<string>", self.check_files(pid))
+
+    def test_sys_functions_from_atexit(self):
+        # atexit handlers run before the files are closed: what they do is
+        # described, and the files end as at any normal exit.
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                proc, pid = self.run_code(f"""
+                    import atexit, os, sys
+                    print("PID", os.getpid(), flush=True)
+                    def at_exit():
+                        sys.activate_stack_trampoline({backend!r})
+                        def in_atexit():
+                            return 1
+                        in_atexit()
+                        print(sys.is_stack_trampoline_active())
+                    atexit.register(at_exit)
+                    """)
+                self.assertEqual(proc.stdout.split()[-1], "True")
+                self.assertEqual(proc.stderr, "")
+                self.assertEqual(self.backend_of(pid), backend)
+                self.assertIn("py::at_exit.<locals>.in_atexit:<string>",
+                              self.check_files(pid))
+
+    def test_activate_during_finalization(self):
+        # A finalizer that runs after the files were completed cannot
+        # reopen them (that would truncate them): RuntimeError, and the
+        # files keep the run's records.
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code("""
+                    import os, sys
+                    print("PID", os.getpid(), flush=True)
+                    def before():
+                        return 1
+                    before()
+                    class Late:
+                        def __del__(self):
+                            try:
+                                sys.activate_stack_trampoline("perf")
+                            except RuntimeError as exc:
+                                print("late:", exc, flush=True)
+                            sys.deactivate_stack_trampoline()
+                            print(sys.is_stack_trampoline_active(),
+                                  flush=True)
+                    late = Late()
+                    """, "-X", option)
+                self.assertIn("late: cannot activate a stack trampoline "
+                              "during interpreter finalization", proc.stdout)
+                self.assertEqual(proc.stdout.split()[-1], "False")
+                self.assertEqual(self.backend_of(pid), option)
+                self.assertIn("py::before:<string>", self.check_files(pid))
+
+    # -- names that are hard to write ---------------------------------------
+
+    HARD_NAMES = [
+        ("lone\udc80surrogate", "lone\\udc80surrogate"),
+        ("new\nline\rreturn", "new?line?return"),
+        ("ctl\x01\x1b\x7f\x85\u2028\u2029x", "ctl??????x"),
+        ("tab\there", "tab?here"),
+        ("caf\u00e9 \U0001f600", "caf\u00e9 \U0001f600"),
+    ]
+
+    def test_hard_names(self):
+        # Qualnames and file names with lone surrogates, line breaks,
+        # control characters (C0, DEL, C1, U+2028/9), 10,000 characters
+        # (ASCII, two-, three- and four-byte UTF-8): one record per line
+        # of valid UTF-8 in the map, a strictly valid jitdump.
+        long_names = ["a" * 10_000, "\u00e9" * 10_000, "b\u00e9" * 5_000,
+                      "\u20ac" * 10_000, "\U0001f600" * 10_000,
+                      "\udcff" * 10_000]
+        code = """
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            names = %r + [c * (10_000 // len(c)) for c in %r]
+            for qualname in names:
+                for filename in (qualname, "plain.py"):
+                    ns = {}
+                    exec(compile("def f(): return 7", filename, "exec"), ns)
+                    f = ns["f"]
+                    f.__code__ = f.__code__.replace(co_qualname=qualname)
+                    assert f() == 7
+            print("done")
+            """ % ([n for n, _ in self.HARD_NAMES],
+                   [name[:2] for name in long_names])
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option)
+                self.assertEqual(proc.stdout.split()[-1], "done")
+                self.assertEqual(proc.stderr, "")
+                names = self.check_files(pid)
+                for _, shown in self.HARD_NAMES:
+                    self.assertIn(f"py::{shown}:{shown}", names)
+                    self.assertIn(f"py::{shown}:plain.py", names)
+                for long_name in long_names:
+                    head = "".join(f"\\u{ord(c):04x}"
+                                   if 0xd800 <= ord(c) < 0xe000 else c
+                                   for c in long_name[:20])
+                    self.assertTrue([n for n in names
+                                     if n.startswith(f"py::{head}")], head)
+                for name in names:
+                    self.assertLessEqual(len(name.encode()), 3072)
+                    self.assertNotIn("\n", name)
+
+    def test_non_utf8_file_name(self):
+        # A script whose file name is not UTF-8: Python decodes it with
+        # surrogateescape, the files spell those bytes \udcXX.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        path = os.path.join(os.fsencode(tmp), b"caf\xe9\xff.py")
+        with open(path, "w") as f:
+            f.write("import os\nprint('PID', os.getpid())\n"
+                    "def g():\n    return 3\nprint(g())\n")
+        shown = os.path.join(tmp, "caf\\udce9\\udcff.py")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = subprocess.run([sys.executable, "-X", option, path],
+                                      capture_output=True, text=True,
+                                      env=env_with())
+                pid = script_pid(proc.stdout)
+                self.addCleanup(remove_jit_files, pid)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout.split()[-1], "3")
+                names = self.check_files(pid)
+                self.assertIn(f"py::g:{shown}", names)
+                self.assertIn(f"py::<module>:{shown}", names)
+
+    # -- a hostile /tmp ------------------------------------------------------
+
+    def run_with_tmp(self, setup, option, code=None, after="true"):
+        """Run `code` under -X `option` in a private mount namespace whose
+        /tmp `setup` (shell commands) has changed, then `after` (shell
+        commands, in the namespace).  `$PY` is the interpreter.  Returns
+        the CompletedProcess; its return code is the interpreter's."""
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        code = code or ("import os; print('PID', os.getpid(), flush=True)\n"
+                        "def f():\n    return 45\nprint('output intact', f())")
+        shell = (f'PY=$0; {setup} || exit 99; "$PY" -X {option} -c "$1"; '
+                 f'rc=$?; {after}; exit $rc')
+        proc = subprocess.run([unshare, "-m", "sh", "-c", shell,
+                               sys.executable, code],
+                              capture_output=True, text=True, env=env_with())
+        if proc.returncode == 99:
+            self.skipTest(f"cannot set up /tmp here: {proc.stderr}")
+        return proc
+
+    def check_warned_and_ran(self, proc, message):
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
+        self.assertIn("RuntimeWarning: perf trampoline: cannot create",
+                      proc.stderr)
+        self.assertIn(message, proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+
+    def test_tmp_read_only(self):
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = self.run_with_tmp(
+                    "mount --bind /tmp /tmp && "
+                    "mount -o remount,bind,ro /tmp", option)
+                self.check_warned_and_ran(proc, "Read-only file system")
+
+    def test_tmp_not_a_directory(self):
+        # A new root in which /tmp is a regular file, the rest of the
+        # system bound in.
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        shell = ('R=$(mktemp -d) && mount -t tmpfs none "$R" || exit 99; '
+                 'for d in /*; do [ "$d" = /tmp ] && continue; '
+                 '[ -d "$d" ] || continue; mkdir "$R$d" && '
+                 'mount --rbind "$d" "$R$d" || exit 99; done; '
+                 'echo "not a directory" > "$R/tmp" || exit 99; '
+                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
+        code = ("import os; print('PID', os.getpid(), flush=True)\n"
+                "def f():\n    return 45\nprint('output intact', f())")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = subprocess.run(
+                    [unshare, "-m", "sh", "-c", shell, sys.executable, code,
+                     option], capture_output=True, text=True, env=env_with())
+                if proc.returncode == 99:
+                    self.skipTest("cannot make a new root here")
+                self.check_warned_and_ran(proc, "Not a directory")
+
+    def test_tmp_full_jitdump(self):
+        # (The map's counterpart is TestPerfMapFile.test_full_disk.)  A
+        # small tmpfs on /tmp: the program runs on, a warning says why, and
+        # the dump keeps its whole records, strictly valid.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        setup = (f'mount -t tmpfs -o size=256k none {tmp} && '
+                 f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
+                 f'mount --move {tmp} /tmp && '
+                 'case $PY in /tmp/*) PY=/tmp/orig/${PY#/tmp/};; esac')
+        proc = self.run_with_tmp(
+            setup, "perf_jit", code=MANY_FUNCTIONS,
+            after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out, _, dump = proc.stdout.partition("== dump\n")
+        self.assertEqual(out.split()[-1], str(sum(range(3000))))
+        self.assertIn("RuntimeWarning: perf trampoline: cannot write",
+                      proc.stderr)
+        self.assertIn("No space left on device", proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+        path = os.path.join(tmp, "jit.dump")
+        with open(path, "wb") as f:
+            f.write(bytes.fromhex(dump))
+        records = read_jitdump(path, script_pid(out))
+        loads = [rec for rid, rec in records if rid == JIT_CODE_LOAD]
+        self.assertGreater(len(loads), 100)
+
+    def test_descriptor_limit_exhausted(self):
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(f"""
+                    import os, resource, sys
+                    print("PID", os.getpid(), flush=True)
+                    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+                    held = []
+                    try:
+                        while True:
+                            held.append(os.open(os.devnull, os.O_RDONLY))
+                    except OSError:
+                        pass
+                    sys.activate_stack_trampoline({option!r})
+                    print(sys.is_stack_trampoline_active())
+                    for fd in held:
+                        os.close(fd)
+                    sys.activate_stack_trampoline({option!r})
+                    def later():
+                        return 1
+                    later()
+                    print(sys.is_stack_trampoline_active())
+                    """)
+                self.assertEqual(proc.stdout.split()[-2:], ["False", "True"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot "
+                              "create", proc.stderr)
+                self.assertIn("Too many open files", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.assertIn("py::later:<string>", self.check_files(pid))
+
+    def test_stale_file_of_same_pid(self):
+        # A file left by an earlier process with our pid (as pid 1 of a
+        # pid namespace, this one's pid is known): perf must not show its
+        # names for ours.  It is truncated before our first record.
+        pid1 = pid_namespace_command(self)
+        stale = {"perf": ("7f0000000000 1000 py::stale_function:old.py\n"
+                          * 1000).encode(),
+                 "perf_jit": b"\x01" * 40 + b"py::stale_function" * 500}
+        for option, path in (("perf", map_path(1)),
+                             ("perf_jit", jit_path(1))):
+            with self.subTest(option=option):
+                os_helper.unlink(path)
+                self.addCleanup(os_helper.unlink, path)
+                with open(path, "wb") as f:
+                    f.write(stale[option])
+                os.chmod(path, 0o600)
+                # last written by that earlier process, a while ago
+                old = os.stat(path).st_mtime - 3600
+                os.utime(path, (old, old))
+                proc = subprocess.run(
+                    [*pid1, sys.executable, "-X", option, "-c",
+                     "def ours():\n    return 2\nprint(ours())"],
+                    capture_output=True, text=True, env=env_with())
+                self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                                 (0, "2\n", ""))
+                names = set()
+                if option == "perf":
+                    for line in read_map_file(path):
+                        self.assertRegex(line, MAP_LINE)
+                        names.add(line.split(" ", 2)[2])
+                else:
+                    for rid, rec in read_jitdump(path, 1):
+                        if rid == JIT_CODE_LOAD:
+                            names.add(rec["name"])
+                self.assertIn("py::ours:<string>", names)
+                self.assertFalse([n for n in names if "stale" in n])
+                with open(path, "rb") as f:
+                    self.assertNotIn(b"stale", f.read())
+
+    # -- executable memory refused -------------------------------------------
+
+    def test_address_space_limit(self):
+        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(f"""
+                    import os, resource, sys
+                    print("PID", os.getpid(), flush=True)
+                    sys.activate_stack_trampoline({option!r})
+                    def vm_size():
+                        with open("/proc/self/status") as f:
+                            for line in f:
+                                if line.startswith("VmSize:"):
+                                    return int(line.split()[1]) * 1024
+                    code = compile("\\n".join(f"def f{{i}}(): return {{i}}"
+                                              for i in range(3000)),
+                                   "<many>", "exec")
+                    ns = {{}}
+                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                    resource.setrlimit(resource.RLIMIT_AS, (vm_size(), hard))
+                    exec(code, ns)
+                    total = sum(ns[f"f{{i}}"]() for i in range(3000))
+                    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+                    print("output intact", total,
+                          sys.is_stack_trampoline_active())
+                    """)
+                self.assertEqual(proc.stdout.split()[-4:],
+                                 ["output", "intact", str(sum(range(3000))),
+                                  "False"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
+                              "executable memory for trampolines: Cannot "
+                              "allocate memory", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.check_files(pid)
+
+    # A seccomp filter that refuses to make memory executable, as a W^X
+    # policy (SELinux's execmem) does: mprotect(..., PROT_EXEC) fails with
+    # EACCES.  Linux x86_64 numbers.
+    WX_POLICY = """
+        import ctypes, errno, struct
+        def _bpf(code, k, jt=0, jf=0):
+            return struct.pack("HBBI", code, jt, jf, k)
+        _filter = b"".join([
+            _bpf(0x20, 4),                         # ld arch
+            _bpf(0x15, 0xC000003E, 1, 0),          # x86_64?
+            _bpf(0x06, 0x7FFF0000),                # allow
+            _bpf(0x20, 0),                         # ld syscall number
+            _bpf(0x15, 10, 0, 3),                  # mprotect?
+            _bpf(0x20, 32),                        # ld args[2] (prot)
+            _bpf(0x45, 4, 0, 1),                   # PROT_EXEC set?
+            _bpf(0x06, 0x00050000 | errno.EACCES), # fail with EACCES
+            _bpf(0x06, 0x7FFF0000),                # allow
+        ])
+        class _Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _prog = _Prog(len(_filter) // 8, _filter)
+        if (_libc.prctl(38, 1, 0, 0, 0) != 0          # PR_SET_NO_NEW_PRIVS
+                or _libc.prctl(22, 2, ctypes.byref(_prog), 0, 0) != 0):
+            print("SECCOMP FAILED", flush=True)
+        """
+
+    def test_executable_memory_refused(self):
+        try:
+            import ctypes
+        except ImportError:
+            self.skipTest("needs ctypes")
+        if os.uname().machine != "x86_64":
+            self.skipTest("the filter is written for x86_64")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(textwrap.dedent(self.WX_POLICY)
+                                          + textwrap.dedent(f"""
+                    import os, sys
+                    print("PID", os.getpid(), flush=True)
+                    sys.activate_stack_trampoline({option!r})
+                    def f(n):
+                        return n + 1
+                    print("output intact", f(1), f(2))
+                    print(sys.is_stack_trampoline_active())
+                    """))
+                if "SECCOMP FAILED" in proc.stdout:
+                    self.skipTest("cannot install a seccomp filter here")
+                self.assertEqual(proc.stdout.splitlines()[-2:],
+                                 ["output intact 2 3", "False"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
+                              "executable memory for trampolines: Permission "
+                              "denied", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.check_files(pid)
+
+    # -- signals -------------------------------------------------------------
+
+    def test_signal_storm_while_creating_trampolines(self):
+        # SIGALRM every 100 us while thousands of trampolines are made and
+        # written; every 7th signal that arrives in the try block raises
+        # KeyboardInterrupt, which the program handles by doing the
+        # interrupted function again.
+        code = """
+            import os, signal, sys
+            print("PID", os.getpid(), flush=True)
+            alarms = interrupts = 0
+            inside = False
+            def on_alarm(signum, frame):
+                global alarms
+                alarms += 1
+                if inside and alarms % 7 == 0:
+                    raise KeyboardInterrupt
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+            done = set()
+            for i in range(6000):
+                while i not in done:
+                    try:
+                        inside = True
+                        ns = {}
+                        exec(f"def g{i}(): return {i}", ns)
+                        if ns[f"g{i}"]() == i:
+                            done.add(i)
+                        inside = False
+                    except KeyboardInterrupt:
+                        inside = False
+                        interrupts += 1
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            print(len(done), interrupts > 0)
+            """
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option)
+                self.assertEqual(proc.stdout.split()[-2:], ["6000", "True"])
+                self.assertEqual(proc.stderr, "")
+                names = self.check_files(pid)
+                for i in range(6000):
+                    self.assertIn(f"py::g{i}:<string>", names)
+
+    def test_unhandled_interrupt_while_creating_trampolines(self):
+        # SIGINT, with Python's default handler, in the middle of making
+        # trampolines: KeyboardInterrupt at a normal place, the usual exit,
+        # files closed and whole.
+        code = """
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            signal.signal(signal.SIGALRM,
+                          lambda *a: os.kill(os.getpid(), signal.SIGINT))
+            i = 0
+            while True:
+                ns = {}
+                exec(f"def h{i}(): return {i}", ns)
+                ns[f"h{i}"]()
+                i += 1
+            """
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option,
+                                          returncode=-signal.SIGINT)
+                self.assertIn("KeyboardInterrupt", proc.stderr)
+                self.assertNotIn("Fatal", proc.stderr)
+                self.assertIn("py::h0:<string>", self.check_files(pid))
+# Deep recursion: the calls of the recursions below, each 200,000 deep,
+# take every path of the evaluator that hands a frame to the trampoline.
+# Stock 3.11 runs them without native stack; under a backend they must
+# complete too, with the same results.
+DEEP_RECURSION = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+sys.setrecursionlimit(10**6)
+DEPTH = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+
+class Deep:
+    def __getitem__(self, n):                 # BINARY_SUBSCR_GETITEM
+        return 0 if n == 0 else 1 + self[n - 1]
+
+def exact(n):                                 # CALL_PY_EXACT_ARGS
+    return 0 if n == 0 else 1 + exact(n - 1)
+
+def defaults(n, step=1):                      # CALL_PY_WITH_DEFAULTS
+    return 0 if n == 0 else 1 + defaults(n - step)
+
+def keywords(n, *, step):                     # CALL with keywords
+    return 0 if n == 0 else 1 + keywords(n - step, step=step)
+
+def from_c(n):                                # Python called from C there
+    if n == 0:
+        return (sum(x for x in range(4))
+                + sorted([3, 1, 2], key=lambda v: -v)[0])
+    return from_c(n - 1)
+
+def raises(n):
+    if n == 0:
+        raise ValueError("bottom")
+    return raises(n - 1)
+
+def run():
+    out = [Deep()[DEPTH], exact(DEPTH), defaults(DEPTH),
+           keywords(DEPTH, step=1), from_c(DEPTH)]
+    try:
+        raises(DEPTH)
+    except ValueError as exc:
+        tb, frames = exc.__traceback__, 0
+        while tb is not None:
+            frames += 1
+            tb = tb.tb_next
+        out.append(frames)
+    return out
+"""
+
+# The depth at which RecursionError comes, for each limit.
+RECURSION_LIMITS = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+depth = 0
+def down(n):
+    global depth
+    depth = n
+    down(n + 1)
+for limit in (50, 1000, 150_000, 1000):
+    sys.setrecursionlimit(limit)
+    try:
+        down(1)
+    except RecursionError:
+        print(limit, depth)
+"""
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestDeepRecursion(PerfTestCase):
+    """A trampolined call spends native stack where stock 3.11 spends
+    none: past a per-thread budget calls must run inline, never crash."""
+
+    def run_modes(self, source, *script_args):
+        script = make_script(self.tmp, "deep", source)
+        outputs = {}
+        for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
+            proc = run_python(*args, script, *script_args, timeout=300)
+            pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
+            if pid is not None:
+                self.addCleanup(remove_jit_files, int(pid.group(1)))
+            self.assertEqual(proc.returncode, 0,
+                             f"{args}: {proc.stderr[-2000:]}")
+            outputs[args] = proc.stdout.split("\n", 1)[1]
+        for args, out in outputs.items():
+            self.assertEqual(out, outputs[()], args)
+        return outputs[()]
+
+    def test_deep_recursion_completes(self):
+        out = self.run_modes(DEEP_RECURSION + "print(run())\n")
+        self.assertEqual(out, f"{[200_000] * 4 + [9, 200_002]}\n")
+
+    def test_thread_with_small_stack(self):
+        # A thread's budget comes from its own stack.  Calling into C at
+        # the bottom needs the stack that the budget left over.
+        code = DEEP_RECURSION + textwrap.dedent("""
+            import threading
+            results = []
+            for size in (256 * 1024, 0):
+                threading.stack_size(size)
+                t = threading.Thread(target=lambda: results.append(run()))
+                t.start()
+                t.join()
+            print(results)
+            print(run())
+            """)
+        out = self.run_modes(code, "50000")
+        expected = [50_000] * 4 + [9, 50_002]
+        self.assertEqual(out, f"{[expected, expected]}\n{expected}\n")
+
+    def test_recursion_error_at_same_depth(self):
+        out = self.run_modes(RECURSION_LIMITS)
+        self.assertEqual(len(out.splitlines()), 4, out)
+
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS,
+                         "perf record -g needs frame pointers")
+    def test_profile_names_outer_frames(self):
+        # perf samples the bottom of a recursion 200,000 deep.  Calls past
+        # the budget run inline, in the evaluator of the last trampolined
+        # call: the samples show that evaluator, then py::exact frames
+        # (the outer calls) as far as perf's call chains reach.  spin()
+        # is called far below the budget, so it is never named.
+        code = DEEP_RECURSION + textwrap.dedent("""
+            def spin():
+                x = 0
+                for i in range(20_000_000):
+                    x += i
+                return x
+            def exact(n):
+                return spin() if n == 0 else exact(n - 1)
+            print(exact(DEPTH))
+            """)
+        out, samples, script, _ = self.record(code, "-X", "perf")
+        self.assertEqual(out.split("\n", 1)[1], f"{sum(range(20_000_000))}\n")
+        name = f"py::exact:{script}"
+        deep = [s for s in samples
+                if len([sym for sym, _ in s if sym == name]) >= 10]
+        self.assertGreater(len(deep), 100)
+        named = {sym for s in samples for sym, _ in s}
+        self.assertNotIn(f"py::spin:{script}", named)
+        good = 0
+        for sample in deep:
+            syms = [sym for sym, _ in sample]
+            top = syms.index(name)
+            # (A sample taken while a leaf function has no frame record,
+            # on its first or last instruction, loses the leaf's caller.)
+            if syms[top + 1] in TRAMPOLINE_CALLERS and (
+                    top == 1 or syms[top - 1] == "_PyEval_EvalFrameDefault"):
+                good += 1
+        self.assertGreaterEqual(good, 0.9 * len(deep),
+                                f"only {good} of {len(deep)} samples show "
+                                f"the evaluator over {name}")
 
 
 class TestBuild(unittest.TestCase):

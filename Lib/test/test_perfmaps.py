@@ -1,0 +1,171 @@
+"""The perf map C API of CPython 3.13, PyUnstable_WritePerfMapEntry() and
+its companions, through the test hooks of _testinternalcapi (cpython-perf).
+
+The lines go into /tmp/perf-PID.map of this very process, the file the
+perf trampolines write too."""
+
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import unittest
+
+from test.support import import_helper, os_helper
+
+if sys.platform != "linux":
+    raise unittest.SkipTest("perf maps are a Linux feature")
+_testinternalcapi = import_helper.import_module("_testinternalcapi")
+if not hasattr(_testinternalcapi, "write_perf_map_entry"):
+    raise unittest.SkipTest("no perf map test hooks")
+write_perf_map_entry = _testinternalcapi.write_perf_map_entry
+perf_map_state_teardown = _testinternalcapi.perf_map_state_teardown
+HAVE_TRAMPOLINE = hasattr(sys, "activate_stack_trampoline") and bool(
+    __import__("sysconfig").get_config_var("PY_HAVE_PERF_TRAMPOLINE"))
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestPerfMapEntries(unittest.TestCase):
+
+    def setUp(self):
+        self.path = f"/tmp/perf-{os.getpid()}.map"
+        self.addCleanup(self.forget_map)
+
+    def forget_map(self):
+        perf_map_state_teardown()
+        if not sys.is_stack_trampoline_active():
+            os_helper.unlink(self.path)
+
+    def lines(self):
+        with open(self.path) as f:
+            text = f.read()
+        self.assertTrue(text.endswith("\n"))
+        return text.splitlines()
+
+    def test_entries_are_lines(self):
+        self.assertEqual(write_perf_map_entry(0x1234, 5678, "entry1"), 0)
+        self.assertEqual(write_perf_map_entry(0x2345, 6789, "entry2"), 0)
+        lines = self.lines()
+        self.assertIn("1234 162e entry1", lines)
+        self.assertIn("2345 1a85 entry2", lines)
+        self.assertLess(lines.index("1234 162e entry1"),
+                        lines.index("2345 1a85 entry2"))
+
+    def test_name_stays_on_its_line(self):
+        self.assertEqual(write_perf_map_entry(0x10, 1, "two\nlines\t!"), 0)
+        self.assertIn("10 1 two?lines?!", self.lines())
+
+    def test_long_name(self):
+        name = "x" * 100_000
+        self.assertEqual(write_perf_map_entry(0xabc, 2, name), 0)
+        self.assertIn(f"abc 2 {name}", self.lines())
+
+    def test_teardown_then_write_again(self):
+        self.assertEqual(write_perf_map_entry(0x1, 1, "before"), 0)
+        perf_map_state_teardown()
+        perf_map_state_teardown()
+        self.assertEqual(write_perf_map_entry(0x2, 1, "after"), 0)
+        lines = self.lines()
+        self.assertIn("1 1 before", lines)
+        self.assertIn("2 1 after", lines)
+
+    def test_threads(self):
+        # Lines written from many threads at once come out whole.
+        def writer(t):
+            for i in range(300):
+                write_perf_map_entry(0x100000 * (t + 1) + i, 16,
+                                     f"thread{t}_entry{i}")
+        threads = [threading.Thread(target=writer, args=(t,))
+                   for t in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        lines = set(self.lines())
+        for t in range(8):
+            for i in range(300):
+                self.assertIn(f"{0x100000 * (t + 1) + i:x} 10 "
+                              f"thread{t}_entry{i}", lines)
+
+    def test_bad_arguments(self):
+        with self.assertRaises(TypeError):
+            write_perf_map_entry("0x10", 1, "x")
+        with self.assertRaises(TypeError):
+            write_perf_map_entry(0x10, 1, None)
+        with self.assertRaises(ValueError):
+            write_perf_map_entry(0x10, 1, "nul\0inside")
+        with self.assertRaises(TypeError):
+            _testinternalcapi.compile_perf_trampoline_entry(None)
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestTrampolineApi(unittest.TestCase):
+
+    def run_python(self, *args, code):
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYTHON")}
+        proc = subprocess.run([sys.executable, *args, "-c",
+                               textwrap.dedent(code)],
+                              capture_output=True, text=True, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = int(proc.stdout.split()[0])
+        self.addCleanup(os_helper.unlink, f"/tmp/perf-{pid}.map")
+        return proc.stdout.split()[1:], pid
+
+    def test_compile_ahead_of_first_call(self):
+        # A function compiled before it ever runs is in the map already.
+        out, pid = self.run_python("-X", "perf", code="""
+            import os, _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            def handler():
+                return 1
+            print(t.compile_perf_trampoline_entry(handler.__code__))
+            print(t.compile_perf_trampoline_entry(handler.__code__))
+            print(open(f"/tmp/perf-{os.getpid()}.map").read().count(
+                "py::handler:<string>"))
+            """)
+        self.assertEqual(out, ["0", "0", "1"])
+
+    def test_compile_without_backend(self):
+        out, _ = self.run_python(code="""
+            import os, _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            print(t.compile_perf_trampoline_entry((lambda: 0).__code__))
+            """)
+        self.assertEqual(out, ["-1"])
+
+    def test_persist_after_fork_returns_the_value(self):
+        out, _ = self.run_python("-X", "perf", code="""
+            import os, _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            print(t.perf_trampoline_set_persist_after_fork(1),
+                  t.perf_trampoline_set_persist_after_fork(0))
+            """)
+        self.assertEqual(out, ["1", "0"])
+
+    def test_copy_parent_map(self):
+        # What a forked child of a pre-fork server does with upstream's
+        # API: its parent's lines in its own map.
+        out, pid = self.run_python(code="""
+            import ctypes, os, _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            t.write_perf_map_entry(0x1000, 16, "from_parent")
+            child = os.fork()
+            if child == 0:
+                copy = ctypes.pythonapi.PyUnstable_CopyPerfMapFile
+                copy.argtypes = (ctypes.c_char_p,)
+                rc = copy(f"/tmp/perf-{os.getppid()}.map".encode())
+                bad = copy(b"/nonexistent/perf.map")
+                os.write(1, f"{os.getpid()} {rc} {bad}\\n".encode())
+                os._exit(0)
+            os.waitpid(child, 0)
+            """)
+        child, rc, bad = out
+        self.addCleanup(os_helper.unlink, f"/tmp/perf-{child}.map")
+        self.assertEqual((rc, bad), ("0", "-1"))
+        with open(f"/tmp/perf-{child}.map") as f:
+            self.assertIn("1000 10 from_parent\n", f.read())
+
+
+if __name__ == "__main__":
+    unittest.main()

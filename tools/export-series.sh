@@ -1,0 +1,164 @@
+#!/bin/sh
+# Export the series packagers apply: one patch per logical change, new
+# files included, configure.ac changed by a patch of its own.
+#
+#   export-series.sh SRC PATCHDIR OUTDIR OVERLAY-FILE...
+#
+# SRC is the prepared tree (`make` builds from it; a git work tree whose
+# repository SRC.git has the pristine tarball as tag `upstream`).  The
+# exported series, applied to the pristine tree, gives SRC minus the files
+# autoconf generates (configure, pyconfig.h.in, aclocal.m4).  Its order:
+#
+#   1. configure.ac: the probes (header tools/export/configure.txt);
+#   2. each patch of PATCHDIR/series, with its own header, its diff taken
+#      anew from SRC, and the new files its change needs (NEW_FILES below);
+#   3. the tests, then the docs (headers tools/export/tests.txt, docs.txt).
+#
+# Every overlay file must belong to one exported patch; one that belongs to
+# none stops the export and is named.
+set -euf    # no pathname expansion: the patterns below are matched with case
+src=$1 patchdir=$2 out=$3
+shift 3
+overlay="$*"
+here=$(cd "$(dirname "$0")" && pwd)
+headers=$here/export
+gitdir=$(cd "$src.git" && pwd)
+author="cpython-perf developers <dev@cpython-perf.invalid>"
+
+# New files, by the patch (of PATCHDIR/series, or tests / docs) that adds
+# them.  Patterns are shell globs.
+new_files_of() {
+    case $1 in
+        0001-build-*)
+            echo Python/perf_trampoline.c Python/perf_jit_trampoline.c \
+                 Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h ;;
+        tests) echo 'Lib/test/*' ;;
+        docs)  echo 'Doc/*' ;;
+    esac
+}
+
+# Forwarded: (DEP-3).  The features are backports of what CPython 3.12+
+# has in its own form, and 3.11 takes no new features; a fix of a bug that
+# upstream has too is marked "no".
+forwarded_of() {
+    case $1 in
+        *codeobject-free-only-filled-co_extra-slots*)
+            echo "no (the same bug is in CPython 3.12 and later)" ;;
+        *) echo "not-needed (a backport: CPython 3.12+ has perf support of its own, 3.11 takes no new features)" ;;
+    esac
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+index=$tmp/index
+# An index holding the pristine tree plus SRC's versions of FILES: the
+# diff against `upstream` then includes new files.
+diff_of() {
+    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" read-tree upstream
+    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" add -f -A -- "$@"
+    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" \
+        diff --cached --no-color --no-ext-diff --no-renames --full-index upstream -- "$@"
+}
+
+# The date of the last commit of this project that changed any of PATHS
+# (relative to the project's root), for Last-Update.
+last_update() {
+    (cd "$here/.." && git log -1 --format=%cs -- "$@" 2>/dev/null) | grep . ||
+        date -u +%Y-%m-%d
+}
+
+# emit NAME HEADER-FILE PROJECT-PATHS -- FILES: writes OUT/NNNN-NAME.patch.
+n=0
+emit() {
+    name=$1 header=$2 paths=$3
+    shift 3
+    n=$((n + 1))
+    file=$(printf '%04d-%s.patch' "$n" "$name")
+    subject=$(sed -n 's/^Subject: //p' "$header" | head -1)
+    [ -n "$subject" ] || { echo "error: $header has no Subject: line" >&2; exit 1; }
+    {
+        echo "From: $author"
+        echo "Subject: $subject"
+        echo "Forwarded: $(forwarded_of "$name")"
+        echo "Last-Update: $(last_update $paths)"
+        echo
+        # The description: the header's text after its Subject line.
+        sed -e '0,/^Subject: /d' -e '/^diff --git /,$d' "$header" |
+            awk 'NF { while (blank > 0) { print ""; blank-- } print; seen = 1; next }
+                 seen { blank++ }'
+        echo "---"
+        diff_of "$@"
+    } > "$out/$file"
+    grep -q '^diff --git ' "$out/$file" || {
+        echo "error: $file changes nothing (are $* in $src?)" >&2; exit 1; }
+    echo "$file" >> "$out/series"
+    # What the exported patches cover, for the completeness check.
+    for f in "$@"; do echo "$f"; done >> "$tmp/covered"
+}
+
+# Written aside, then moved into place whole: an export that fails leaves
+# no series behind that make would take for done.
+final=$out out=$out.new
+trap 'rm -rf "$tmp" "$out"' EXIT
+rm -rf "$out"
+mkdir -p "$out"
+: > "$out/series"
+: > "$tmp/covered"
+
+emit configure-probe-perf-trampoline-and-frame-pointers "$headers/configure.txt" \
+    "configure.ac.fragment tools/export/configure.txt" configure.ac
+
+claimed=""
+for p in $(grep -v '^#' "$patchdir/series" | grep .); do
+    name=${p%.patch}
+    name=${name#[0-9][0-9][0-9][0-9]-}
+    files=$(sed -n 's|^+++ b/\([^	 ]*\).*|\1|p' "$patchdir/$p")
+    extra=""
+    for pattern in $(new_files_of "$p"); do
+        for f in $overlay; do
+            case $f in $pattern) extra="$extra $f" ;; esac
+        done
+    done
+    claimed="$claimed $extra"
+    # shellcheck disable=SC2086
+    emit "$name" "$patchdir/$p" "$patchdir/$p $extra" $files $extra
+done
+
+for group in tests:tests-perf-trampoline-perf-maps-storms docs:doc-howto-perf-profiling; do
+    name=${group#*:} group=${group%%:*}
+    files=""
+    for pattern in $(new_files_of $group); do
+        for f in $overlay; do
+            case " $claimed " in *" $f "*) continue ;; esac
+            case $f in $pattern) files="$files $f" ;; esac
+        done
+    done
+    claimed="$claimed $files"
+    [ -z "$files" ] && continue
+    # shellcheck disable=SC2086
+    emit "$name" "$headers/$group.txt" "$headers/$group.txt $files" $files
+done
+
+# Every changed or new file of SRC is in exactly one exported patch.
+for f in $overlay; do
+    case " $claimed " in *" $f "*) ;; *)
+        echo "error: the overlay file $f belongs to no exported patch:" >&2
+        echo "       add it to new_files_of() in tools/export-series.sh" >&2
+        exit 1 ;;
+    esac
+done
+git --git-dir="$gitdir" --work-tree="$src" diff --name-only upstream |
+    grep -v -x -e configure -e pyconfig.h.in -e aclocal.m4 | sort > "$tmp/changed"
+sort "$tmp/covered" > "$tmp/covered.sorted"
+dups=$(uniq -d "$tmp/covered.sorted")
+[ -z "$dups" ] || { echo "error: in more than one exported patch: $dups" >&2; exit 1; }
+missing=$(comm -23 "$tmp/changed" "$tmp/covered.sorted")
+[ -z "$missing" ] || {
+    echo "error: changed in $src but in no exported patch: $missing" >&2
+    echo "       (a patch of $patchdir/series must own it)" >&2
+    exit 1
+}
+cp "$headers/README" "$out/README"
+rm -rf "$final"
+mv "$out" "$final"
+echo "exported $n patches to $final/ (series, README)"

@@ -1,0 +1,225 @@
+// make check-viewer: one `perf record` of examples/demo.py under -X perf,
+// then the paths from it to a picture, each checked for the Python names:
+//   - perf script output loaded into speedscope (served from localhost, in
+//     headless Chromium): the sandwich table lists py::foo, py::bar, py::baz;
+//   - the same output without -X perf: speedscope lists no py:: frame (the
+//     check above can fail);
+//   - `perf script report flamegraph` with the d3-flame-graph template:
+//     the flame graph Chromium renders labels the three functions;
+//   - hotspot's parser (hotspot-perfparser, what the GUI runs) names them.
+// Screenshots go to $SHOTS (build/viewer-shots/).  Nothing else is left:
+// the temporary directory and /tmp/perf-PID.map are removed at the end.
+//
+// Environment: CHECK_PYTHON (the interpreter), VIEWER_DIR (where
+// tools/viewer/install.sh put node_modules), SHOTS, and PICTURE (a path:
+// also save the README's picture there).
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createRequire } from 'node:module';
+import fs from 'node:fs';
+import http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+
+const PYTHON = path.resolve(process.env.CHECK_PYTHON || 'build/python');
+const VIEWER_DIR = path.resolve(process.env.VIEWER_DIR || 'build/viewer');
+const SHOTS = path.resolve(process.env.SHOTS || 'build/viewer-shots');
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const PERFPARSER = '/usr/lib/x86_64-linux-gnu/libexec/hotspot-perfparser';
+// The interpreter makes the script's path absolute.
+const DEMO = path.resolve('examples/demo.py');
+const NAMES = ['foo', 'bar', 'baz'].map((f) => `py::${f}:${DEMO}`);
+
+const require = createRequire(path.join(VIEWER_DIR, 'package.json'));
+const nodeModules = path.join(VIEWER_DIR, 'node_modules');
+const SPEEDSCOPE = path.join(nodeModules, 'speedscope', 'dist', 'release');
+const D3_TEMPLATE = path.join(nodeModules, 'd3-flame-graph', 'dist',
+                              'templates', 'd3-flamegraph-base.html');
+
+let tmp;           // our temporary directory
+let maps = [];     // /tmp/perf-PID.map files of our recordings
+let noPerf = '';   // why perf cannot work here, if it cannot
+let browser;
+let server;
+let base;          // http://127.0.0.1:PORT
+const served = new Map();   // URL path -> file
+const outside = [];         // requests the pages made elsewhere
+
+function run(cmd, args, opts = {}) {
+  return execFileSync(cmd, args, { encoding: 'utf8', maxBuffer: 1 << 28,
+                                   stdio: ['ignore', 'pipe', 'pipe'], ...opts });
+}
+
+// Records examples/demo.py and returns the perf.data path; the pid is that of the shell, which execs
+// the interpreter.
+function record(name, xopts) {
+  const data = path.join(tmp, `${name}.data`);
+  const pidFile = path.join(tmp, `${name}.pid`);
+  run('perf', ['record', '-F', '999', '-g', '-o', data, '--', 'sh', '-c',
+               'echo $$ >"$0"; exec "$@"', pidFile, PYTHON, ...xopts, DEMO]);
+  const pid = fs.readFileSync(pidFile, 'utf8').trim();
+  maps.push(`/tmp/perf-${pid}.map`);
+  return data;
+}
+
+// Only the interpreter's samples: a sample taken in the shell before its
+// exec would make a second profile, and speedscope opens the first.
+function perfScript(data, out) {
+  fs.writeFileSync(out, run('perf', ['script', '-i', data, '--comms',
+                                     path.basename(PYTHON)]));
+  return out;
+}
+
+before(async () => {
+  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'check-viewer-'));
+  // The one reason to skip: this machine does not let us use perf events
+  // (perf_event_paranoid, a container without CAP_PERFMON).  Everything
+  // else (chromium, node modules, hotspot) is installed by install.sh and
+  // must be there.
+  const probe = spawnSync('perf', ['record', '-o', path.join(tmp, 'probe.data'),
+                                   '--', 'true'], { encoding: 'utf8' });
+  if (probe.status !== 0) {
+    noPerf = `perf record cannot run here: ${(probe.stderr || '').trim().split('\n')[0]}`;
+    return;
+  }
+  fs.mkdirSync(SHOTS, { recursive: true });
+
+  // Named perf.data: `perf script report flamegraph` reads ./perf.data.
+  served.set('/on.perf', perfScript(record('perf', ['-X', 'perf']),
+                                    path.join(tmp, 'on.perf')));
+  served.set('/off.perf', perfScript(record('off', []),
+                                     path.join(tmp, 'off.perf')));
+  const fg = path.join(tmp, 'flamegraph.html');
+  run('perf', ['script', 'report', 'flamegraph', '--template', D3_TEMPLATE,
+               '-o', fg], { cwd: tmp });
+  served.set('/flamegraph.html', fg);
+
+  server = http.createServer((req, res) => {
+    const p = decodeURIComponent(new URL(req.url, 'http://localhost').pathname);
+    let file = served.get(p);
+    if (!file && p.startsWith('/speedscope/')) {
+      file = path.join(SPEEDSCOPE, path.normalize(p.slice('/speedscope'.length)));
+      if (!file.startsWith(SPEEDSCOPE + path.sep)) file = undefined;
+    }
+    fs.readFile(file || '/nonexistent', (err, body) => {
+      if (err) { res.writeHead(404); res.end(); return; }
+      const types = { '.html': 'text/html', '.js': 'text/javascript',
+                      '.css': 'text/css', '.wasm': 'application/wasm' };
+      res.writeHead(200, { 'content-type': types[path.extname(file)] ||
+                                           'application/octet-stream' });
+      res.end(body);
+    });
+  });
+  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  base = `http://127.0.0.1:${server.address().port}`;
+
+  const { chromium } = require('playwright-core');
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+           '--disable-background-networking', '--disable-component-update',
+           '--disable-sync'],
+  });
+});
+
+after(async () => {
+  if (browser) await browser.close();
+  if (server) server.close();
+  for (const m of maps) fs.rmSync(m, { force: true });
+  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+});
+
+// A page that may reach our server only.
+async function newPage() {
+  const page = await browser.newPage({ viewport: { width: 1200, height: 900 } });
+  await page.route('**/*', (route) => {
+    const url = route.request().url();
+    if (url.startsWith(base + '/') || url.startsWith('data:') ||
+        url.startsWith('blob:')) return route.continue();
+    outside.push(url);
+    return route.abort();
+  });
+  return page;
+}
+
+// Loads a perf script file into speedscope and returns the names its
+// sandwich table shows once sorted by total time (the Python functions
+// enclose nearly every sample, so they sort to the top).
+async function speedscope(page, profile, title) {
+  const url = `${base}/speedscope/index.html#profileURL=` +
+              encodeURIComponent(`${base}${profile}`) + `&title=${title}`;
+  await page.goto(url);
+  await page.getByText('Sandwich', { exact: false }).click();
+  const total = page.getByText('Total', { exact: true });
+  await total.waitFor();
+  await total.click();
+  await page.waitForTimeout(300);
+  return page.innerText('body');
+}
+
+function skipIfNoPerf(t) {
+  if (noPerf) { t.skip(noPerf); return true; }
+  return false;
+}
+
+test('speedscope shows the Python functions of a -X perf profile', async (t) => {
+  if (skipIfNoPerf(t)) return;
+  const page = await newPage();
+  const text = await speedscope(page, '/on.perf', 'demo');
+  await page.screenshot({ path: path.join(SHOTS, 'speedscope-sandwich.png') });
+  for (const name of NAMES) assert.ok(text.includes(name), `${name} not in:\n${text.slice(0, 3000)}`);
+  await page.getByText('Left Heavy', { exact: false }).click();
+  await page.waitForTimeout(500);
+  await page.screenshot({ path: path.join(SHOTS, 'speedscope-left-heavy.png') });
+  if (process.env.PICTURE) {
+    // The README's picture (make check-viewer PICTURE=examples/speedscope-demo.png): the
+    // whole flame chart without the toolbar, at a width a README shows.
+    const small = await browser.newPage({ viewport: { width: 960, height: 560 } });
+    await speedscope(small, '/on.perf', 'demo');
+    await small.getByText('Left Heavy', { exact: false }).click();
+    await small.waitForTimeout(500);
+    await small.screenshot({ path: path.resolve(process.env.PICTURE),
+                             clip: { x: 0, y: 120, width: 960, height: 420 } });
+    await small.close();
+  }
+  await page.close();
+  assert.deepEqual(outside, []);
+});
+
+test('without -X perf speedscope shows no py:: frame', async (t) => {
+  if (skipIfNoPerf(t)) return;
+  const page = await newPage();
+  const text = await speedscope(page, '/off.perf', 'demo-off');
+  assert.match(text, /_PyEval_EvalFrameDefault/);
+  assert.doesNotMatch(text, /py::/);
+  await page.close();
+});
+
+test('perf script report flamegraph labels the Python functions', async (t) => {
+  if (skipIfNoPerf(t)) return;
+  const page = await newPage();
+  await page.goto(`${base}/flamegraph.html`);
+  // Labels that Chromium lays out at a readable width; d3 fills them in
+  // during its transition, so wait (up to 20 s) until the names are there.
+  const labels = () => [...document.querySelectorAll('svg foreignObject div, svg text')]
+    .filter((e) => e.getBoundingClientRect().width > 40).map((e) => e.textContent);
+  await page.waitForFunction(`(${labels})().filter((l) => l.startsWith('py::')).length >= 3`,
+                             null, { timeout: 20000 }).catch(() => {});
+  await page.waitForTimeout(300);
+  const shown = await page.evaluate(`(${labels})()`);
+  await page.screenshot({ path: path.join(SHOTS, 'flamegraph.png') });
+  for (const name of NAMES) assert.ok(shown.includes(name), `${name} not in ${JSON.stringify(shown)}`);
+  await page.close();
+  assert.deepEqual(outside, []);
+});
+
+test("hotspot's perf parser names the Python functions", (t) => {
+  if (skipIfNoPerf(t)) return;
+  const out = path.join(tmp, 'hotspot.stream');
+  // XDG_RUNTIME_DIR in our directory: Qt would create /tmp/runtime-root.
+  run(PERFPARSER, ['--input', path.join(tmp, 'perf.data'), '--output', out],
+      { env: { ...process.env, XDG_RUNTIME_DIR: tmp } });
+  const stream = fs.readFileSync(out, 'latin1');
+  for (const name of NAMES) assert.ok(stream.includes(name), `${name} not in hotspot's stream`);
+});
