@@ -33,7 +33,7 @@ first=""
 
 for py in "$@"; do
     echo "=== $py: $("$py" -c 'import sys; print(sys.version)' | head -1)"
-    tests="test_perf_profiler"
+    tests="test_perf_profiler test_perfmaps test_perf_storms"
     [ -n "$first" ] && tests="$tests $CPYTHON_TESTS"
     for t in $tests; do
         verbose=""
