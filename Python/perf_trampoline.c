@@ -82,6 +82,13 @@
  * turns off and the program runs on.  Trampolines are made and described
  * with the GIL held; files_lock serializes opening and closing them with
  * the C API's callers, which may hold no GIL.
+ *
+ * This file, in order: files (opening, appending: the writer), trampolines
+ * (arenas, slots, describing them to a backend), forked children,
+ * activation, the call path, the native stack budget, symbol names, the
+ * map backend, the C API, start-up and the sys functions.  Each part
+ * calls only the parts above it (and the backends, through their
+ * interface); the backends call only the writer and the symbol names.
  */
 
 #include "Python.h"
@@ -267,6 +274,67 @@ file_close(_PyPerfFile *file)
         (void)flock(file->fd, LOCK_UN);
     }
     file_drop(file);
+}
+
+
+void *
+_PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
+{
+    if (size > RECORD_MAX) {
+        errno = EMSGSIZE;
+        return NULL;
+    }
+    return file->stage;
+}
+
+/* Append the record with one write(): others may append to the same file
+   (the map is the process's), and a record reaches the file whole or,
+   when the disk is full, not at all. */
+int
+_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
+{
+    assert(size <= RECORD_MAX);
+    ssize_t n;
+    do {
+        n = write(file->fd, file->stage, size);
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)size) {
+        return 0;
+    }
+    if (n >= 0) {
+        /* Part of it (a full disk, a file size limit): take it back, so
+           that the file ends with a whole record. */
+        int saved = n > 0 ? ENOSPC : EIO;
+        off_t end = lseek(file->fd, 0, SEEK_END);
+        if (n > 0 && end >= n) {
+            (void)ftruncate(file->fd, end - n);
+        }
+        errno = saved;
+    }
+    return -1;
+}
+
+int
+_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
+{
+    void *room = _PyPerfFile_Reserve(file, size);
+    if (room == NULL) {
+        return -1;
+    }
+    memcpy(room, data, size);
+    return _PyPerfFile_Commit(file, size);
+}
+
+int
+_PyPerfFile_Kept(const _PyPerfFile *file)
+{
+    return file->kept;
+}
+
+int
+_PyPerfFile_Fd(const _PyPerfFile *file)
+{
+    return file->fd;
 }
 
 
@@ -715,135 +783,6 @@ describe_activated(backend_state *st)
     return activating_after_fork ? describe_running(st) : describe_all(st);
 }
 
-static py_trampoline
-new_trampoline(PyCodeObject *code)
-{
-    if (perf.forked) {
-        /* fork() without PyOS_AfterFork_Child(): move files now. */
-        _PyPerfTrampoline_AfterForkChild();
-        if (perf.active == NULL) {
-            return NULL;
-        }
-    }
-    backend_state *st = perf.active;
-    int bit = (int)(st - perf.backends);
-    slot_info *info;
-    char *tramp = inherited_trampoline(st, code, &info);
-    if (tramp == NULL) {
-        tramp = assign_slot(st, code, &info);
-    }
-    if (tramp == NULL) {
-        /* Once: calls of new code objects would all try again. */
-        warn_memory_error(st);
-        deactivate();
-        return NULL;
-    }
-    if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
-        warn_file_error("write", st);
-        deactivate();
-    }
-    return (py_trampoline)tramp;
-}
-
-/* Call `frame` through `tramp`. */
-static inline PyObject *
-call_trampoline(py_trampoline tramp, PyThreadState *tstate,
-                _PyInterpreterFrame *frame, int throwflag)
-{
-    PyObject *res = tramp(tstate, frame, throwflag, _PyEval_EvalFrameDefault);
-    /* Keep the trampoline call a real call: as a tail call, the caller
-       would vanish from the native stack under the trampoline. */
-    __asm__ volatile ("" : "+r" (res));
-    return res;
-}
-
-/* ---- Native stack budget ----------------------------------------------- */
-
-/* See PERF_TRAMPOLINE_STACK_WITHIN() in pycore_perf_trampoline.h.  The
-   reserve at the far end of a thread's stack, for the C code called below
-   the budget: a quarter of the stack, at least 256 KiB, but never more
-   than half of it (so that a thread with a small stack still names its
-   outer calls). */
-#define STACK_RESERVE_MIN (256 * 1024)
-
-_Thread_local _PyPerfStackBudget _PyPerf_stack_budget
-    PERF_TRAMPOLINE_TLS_MODEL;
-
-/* The current thread's stack, from the bounds the thread library knows:
-   for the main thread, glibc derives them from RLIMIT_STACK (the stack
-   grows on demand up to it) and from the mapping below the stack.  If
-   they cannot be had, the budget stays empty and calls run inline. */
-static void
-stack_budget_init(_PyPerfStackBudget *budget)
-{
-    budget->known = 1;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
-        return;
-    }
-    void *base;
-    size_t size;
-    int rc = pthread_attr_getstack(&attr, &base, &size);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        return;
-    }
-    size_t reserve = size / 4;
-    if (reserve < STACK_RESERVE_MIN) {
-        reserve = Py_MIN(STACK_RESERVE_MIN, size / 2);
-    }
-    budget->low = (uintptr_t)base + reserve;
-    budget->span = size - reserve;
-}
-
-int
-_PyPerfTrampoline_StackLeft(void)
-{
-    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
-    if (budget->known) {
-        return 0;
-    }
-    stack_budget_init(budget);
-    return _PyPerf_StackPointer() - budget->low < budget->span;
-}
-
-/* Out of line: the first call of a code object while a backend is on. */
-static Py_NO_INLINE PyObject *
-eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
-                    int throwflag)
-{
-    py_trampoline tramp = NULL;
-    if (perf.active != NULL) {
-        if (_PyErr_Occurred(tstate)) {
-            /* generator.throw() enters its frame with the exception set;
-               nothing here may lose it. */
-            PyObject *exc, *val, *tb;
-            _PyErr_Fetch(tstate, &exc, &val, &tb);
-            tramp = new_trampoline(frame->f_code);
-            _PyErr_Restore(tstate, exc, val, tb);
-        }
-        else {
-            tramp = new_trampoline(frame->f_code);
-        }
-    }
-    if (tramp == NULL) {
-        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
-    }
-    return call_trampoline(tramp, tstate, frame, throwflag);
-}
-
-PyObject *
-_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
-                            _PyInterpreterFrame *frame, int throwflag)
-{
-    py_trampoline tramp = trampoline_of(frame->f_code);
-    if (tramp == NULL) {
-        return eval_frame_new_code(tstate, frame, throwflag);
-    }
-    return call_trampoline(tramp, tstate, frame, throwflag);
-}
-
-
 /* ---- Activation --------------------------------------------------------- */
 
 /* In the child of fork(): the descriptors and mappings belong to the
@@ -1078,64 +1017,135 @@ _PyPerfTrampoline_Fini(void)
     perf.finalized = 1;
 }
 
-void *
-_PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
+
+/* ---- The call path ------------------------------------------------------ */
+
+static py_trampoline
+new_trampoline(PyCodeObject *code)
 {
-    if (size > RECORD_MAX) {
-        errno = EMSGSIZE;
+    if (perf.forked) {
+        /* fork() without PyOS_AfterFork_Child(): move files now. */
+        _PyPerfTrampoline_AfterForkChild();
+        if (perf.active == NULL) {
+            return NULL;
+        }
+    }
+    backend_state *st = perf.active;
+    int bit = (int)(st - perf.backends);
+    slot_info *info;
+    char *tramp = inherited_trampoline(st, code, &info);
+    if (tramp == NULL) {
+        tramp = assign_slot(st, code, &info);
+    }
+    if (tramp == NULL) {
+        /* Once: calls of new code objects would all try again. */
+        warn_memory_error(st);
+        deactivate();
         return NULL;
     }
-    return file->stage;
+    if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
+        warn_file_error("write", st);
+        deactivate();
+    }
+    return (py_trampoline)tramp;
 }
 
-/* Append the record with one write(): others may append to the same file
-   (the map is the process's), and a record reaches the file whole or,
-   when the disk is full, not at all. */
-int
-_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
+/* Call `frame` through `tramp`. */
+static inline PyObject *
+call_trampoline(py_trampoline tramp, PyThreadState *tstate,
+                _PyInterpreterFrame *frame, int throwflag)
 {
-    assert(size <= RECORD_MAX);
-    ssize_t n;
-    do {
-        n = write(file->fd, file->stage, size);
-    } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)size) {
+    PyObject *res = tramp(tstate, frame, throwflag, _PyEval_EvalFrameDefault);
+    /* Keep the trampoline call a real call: as a tail call, the caller
+       would vanish from the native stack under the trampoline. */
+    __asm__ volatile ("" : "+r" (res));
+    return res;
+}
+
+/* ---- Native stack budget ----------------------------------------------- */
+
+/* See PERF_TRAMPOLINE_STACK_WITHIN() in pycore_perf_trampoline.h.  The
+   reserve at the far end of a thread's stack, for the C code called below
+   the budget: a quarter of the stack, at least 256 KiB, but never more
+   than half of it (so that a thread with a small stack still names its
+   outer calls). */
+#define STACK_RESERVE_MIN (256 * 1024)
+
+_Thread_local _PyPerfStackBudget _PyPerf_stack_budget
+    PERF_TRAMPOLINE_TLS_MODEL;
+
+/* The current thread's stack, from the bounds the thread library knows:
+   for the main thread, glibc derives them from RLIMIT_STACK (the stack
+   grows on demand up to it) and from the mapping below the stack.  If
+   they cannot be had, the budget stays empty and calls run inline. */
+static void
+stack_budget_init(_PyPerfStackBudget *budget)
+{
+    budget->known = 1;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
+        return;
+    }
+    void *base;
+    size_t size;
+    int rc = pthread_attr_getstack(&attr, &base, &size);
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        return;
+    }
+    size_t reserve = size / 4;
+    if (reserve < STACK_RESERVE_MIN) {
+        reserve = Py_MIN(STACK_RESERVE_MIN, size / 2);
+    }
+    budget->low = (uintptr_t)base + reserve;
+    budget->span = size - reserve;
+}
+
+int
+_PyPerfTrampoline_StackLeft(void)
+{
+    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
+    if (budget->known) {
         return 0;
     }
-    if (n >= 0) {
-        /* Part of it (a full disk, a file size limit): take it back, so
-           that the file ends with a whole record. */
-        int saved = n > 0 ? ENOSPC : EIO;
-        off_t end = lseek(file->fd, 0, SEEK_END);
-        if (n > 0 && end >= n) {
-            (void)ftruncate(file->fd, end - n);
+    stack_budget_init(budget);
+    return _PyPerf_StackPointer() - budget->low < budget->span;
+}
+
+/* Out of line: the first call of a code object while a backend is on. */
+static Py_NO_INLINE PyObject *
+eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
+                    int throwflag)
+{
+    py_trampoline tramp = NULL;
+    if (perf.active != NULL) {
+        if (_PyErr_Occurred(tstate)) {
+            /* generator.throw() enters its frame with the exception set;
+               nothing here may lose it. */
+            PyObject *exc, *val, *tb;
+            _PyErr_Fetch(tstate, &exc, &val, &tb);
+            tramp = new_trampoline(frame->f_code);
+            _PyErr_Restore(tstate, exc, val, tb);
         }
-        errno = saved;
+        else {
+            tramp = new_trampoline(frame->f_code);
+        }
     }
-    return -1;
-}
-
-int
-_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
-{
-    void *room = _PyPerfFile_Reserve(file, size);
-    if (room == NULL) {
-        return -1;
+    if (tramp == NULL) {
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
     }
-    memcpy(room, data, size);
-    return _PyPerfFile_Commit(file, size);
+    return call_trampoline(tramp, tstate, frame, throwflag);
 }
 
-int
-_PyPerfFile_Kept(const _PyPerfFile *file)
+PyObject *
+_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
+                            _PyInterpreterFrame *frame, int throwflag)
 {
-    return file->kept;
-}
-
-int
-_PyPerfFile_Fd(const _PyPerfFile *file)
-{
-    return file->fd;
+    py_trampoline tramp = trampoline_of(frame->f_code);
+    if (tramp == NULL) {
+        return eval_frame_new_code(tstate, frame, throwflag);
+    }
+    return call_trampoline(tramp, tstate, frame, throwflag);
 }
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
