@@ -468,7 +468,6 @@ forget_code(void *tramp)
     }
 }
 
-static void deactivate(void);
 
 /* Once: does trampoline_of() read co_extra as _PyCode_GetExtra() does?
    (It would not on a tree whose codeobject.c changed the layout.) */
