@@ -1012,6 +1012,64 @@ class TestProcessShapes(PerfTestCase):
         samples = [s for s in parse_perf_script(text) if s.tid == child]
         self.check_child_named(samples, script)
 
+    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
+    def test_pre_fork_server_compiled_handlers(self):
+        # A master gives its request handler a trampoline before it forks
+        # (PyUnstable_PerfTrampoline_CompileCode, with persist-after-fork
+        # on, through _testinternalcapi's hooks), then never calls it;
+        # its workers do, and perf names the handler in each of them.
+        try:
+            import _testinternalcapi
+        except ImportError:
+            self.skipTest("needs _testinternalcapi")
+        script = make_script(self.tmp, "prefork", textwrap.dedent("""\
+            import os, _testinternalcapi as t
+            print("PID", os.getpid(), flush=True)
+            def handle_request(n):
+                s = 0
+                for i in range(n):
+                    s += i
+                return s
+            assert t.compile_perf_trampoline_entry(
+                handle_request.__code__) == 0
+            assert t.perf_trampoline_set_persist_after_fork(1) == 1
+            workers = []
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    handle_request(3_000_000)
+                    os._exit(0)
+                workers.append(pid)
+            for pid in workers:
+                os.waitpid(pid, 0)
+            print("WORKERS", *workers, flush=True)
+            """))
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999", "-g", "-o", data, "--",
+                         sys.executable, "-X", "perf", script),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        workers = [int(w) for w in
+                   re.search(r"WORKERS (.*)", proc.stdout).group(1).split()]
+        for worker in workers:
+            self.forget_pid(worker)
+        text = subprocess.run(perf_command("script", "-i", data),
+                              capture_output=True, text=True,
+                              timeout=300).stdout
+        handler = f"py::handle_request:{script}"
+        for worker in workers:
+            names = load_map_symbols(map_path(worker))
+            self.assertIn(handler, [name for _, _, name in names])
+            samples = [s for s in parse_perf_script(text, {worker: names})
+                       if s.tid == worker]
+            named = [s for s in samples
+                     if any(sym == handler for sym, _ in s)]
+            self.assertGreater(len(named), 10,
+                               f"{len(samples)} samples of worker {worker}")
+
     def embed(self, code, env):
         testembed = os.path.join(os.path.dirname(sys.executable),
                                  "Programs", "_testembed")
