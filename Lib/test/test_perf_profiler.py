@@ -818,27 +818,24 @@ class TestPerfMapFile(PerfTestCase):
         self.check_cut_short(proc.stderr, self.read_map(pid))
 
 
-# A parent that warms up, forks a child whose hot function is first
-# called after the fork, then calls a function of its own (the names perf
-# gave the child's samples before new trampolines left inherited arenas).
-FORK_HOT_SOURCE = """\
+# A parent that warms up, forks a child that spins in child_work(), then
+# calls a function of its own (the names perf gave the child's samples
+# before new trampolines left inherited arenas).  With "wait", the child
+# spins until the test, attached with perf record -p, says stop.
+FORK_SOURCE_TEMPLATE = """\
 import os, sys
 print("PID", os.getpid(), flush=True)
 def warm():
     return 1
 warm()
+{before_fork}
 r, w = os.pipe()
 pid = os.fork()
 if pid == 0:
-    def child_work(n):
-        s = 0
-        for i in range(n):
-            s += i
-        return s
+{after_fork}
     os.close(r)
     os.write(w, b"go")
     if sys.argv[1:] == ["wait"]:
-        # until the test, attached with perf record -p, says stop
         while not os.path.exists(sys.argv[0] + ".stop"):
             child_work(200_000)
     else:
@@ -852,40 +849,20 @@ def parent_only_function():
 parent_only_function()
 os.waitpid(pid, 0)
 """
-
-# The same, but the child's hot function was first called in the parent,
-# before the fork: the child runs it through an inherited trampoline.
-FORK_INHERITED_SOURCE = """\
-import os, sys
-print("PID", os.getpid(), flush=True)
-def warm():
-    return 1
-warm()
+CHILD_WORK = """\
 def child_work(n):
     s = 0
     for i in range(n):
         s += i
     return s
-child_work(10)
-r, w = os.pipe()
-pid = os.fork()
-if pid == 0:
-    os.close(r)
-    os.write(w, b"go")
-    if sys.argv[1:] == ["wait"]:
-        while not os.path.exists(sys.argv[0] + ".stop"):
-            child_work(200_000)
-    else:
-        child_work(5_000_000)
-    os._exit(0)
-os.close(w)
-os.read(r, 2)
-print("CHILD", pid, flush=True)
-def parent_only_function():
-    return 2
-parent_only_function()
-os.waitpid(pid, 0)
 """
+# child_work() first called in the child, after the fork ...
+FORK_HOT_SOURCE = FORK_SOURCE_TEMPLATE.format(
+    before_fork="", after_fork=textwrap.indent(CHILD_WORK, "    "))
+# ... or in the parent, before it: the child runs it through an
+# inherited trampoline.
+FORK_INHERITED_SOURCE = FORK_SOURCE_TEMPLATE.format(
+    before_fork=CHILD_WORK + "child_work(10)", after_fork="")
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
