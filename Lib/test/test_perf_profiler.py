@@ -1914,13 +1914,17 @@ class TestSysApi(unittest.TestCase):
                 exec(f"del f{i}")
             del mine
             gc.collect()
+            print("PID", os.getpid())
             print(freed)
             """
         for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
             with self.subTest(args=args):
-                proc = run_python(*args, "-c", textwrap.dedent(code))
-                self.assertEqual((proc.returncode, proc.stdout),
-                                 (0, "[1234]\n"), proc.stderr)
+                proc = run_python(*args, "-c", "import os\n"
+                                  + textwrap.dedent(code))
+                self.addCleanup(remove_jit_files, script_pid(proc.stdout))
+                self.assertEqual((proc.returncode,
+                                  proc.stdout.splitlines()[-1]),
+                                 (0, "[1234]"), proc.stderr)
 
     @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
     def test_semantics_unchanged_under_trampoline(self):
