@@ -46,7 +46,9 @@ TARGETS = [
     ("threads", 1.05, "4 threads running fib"),
     ("hotloop", 1.002, "hot loop inside three nested calls"),
     ("fresh", 1.02, "exec of 2,000 fresh functions, each called once"),
-    ("imports", 1.005, "importing 20 stdlib modules"),
+    # issue 4's 1.005 is retired (issue 11): one evaluator entry per call
+    # cannot reach it on a workload this call-dense; kept in the table
+    ("imports", None, "importing 20 stdlib modules"),
     ("coroutines", None, "asyncio coroutines"),
     ("deep", None, "deep recursion (900 frames)"),
 ]
