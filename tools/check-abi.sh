@@ -17,7 +17,8 @@
 #            values and macros, stock headers against patched ones
 #            (tools/abi/layout.py), and a self-test of that comparison
 #   abidiff  libpython3.11.so.1.0, stock against patched: nothing but added
-#            _PyPerf* functions and variables (and the two assembly
+#            _PyPerf* functions and variables, the six PyUnstable_ perf
+#            functions of CPython 3.13's C API (and the two assembly
 #            symbols of the trampoline template); the filter is tested
 #            first on small libraries with known changes
 #   numpy    Debian's python3-numpy (built for Debian's python3.11) under
@@ -43,7 +44,7 @@ timings=""
 LIB=libpython3.11.so.1.0
 DIST=${DEBIAN_DIST_PACKAGES:-/usr/lib/python3/dist-packages}
 # Names our libpython may add; anything else abidiff reports is a failure.
-ALLOWED='^(_PyPerf[A-Za-z0-9_]*|_Py_trampoline_func_(start|end))$'
+ALLOWED='^(_PyPerf[A-Za-z0-9_]*|_Py_trampoline_func_(start|end)|PyUnstable_(PerfMapState_Init|PerfMapState_Fini|WritePerfMapEntry|CopyPerfMapFile|PerfTrampoline_CompileCode|PerfTrampoline_SetPersistAfterFork))$'
 
 now() { date +%s.%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
