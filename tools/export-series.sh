@@ -19,7 +19,17 @@
 set -euf    # no pathname expansion: the patterns below are matched with case
 src=$1 patchdir=$2 out=$3
 shift 3
-overlay="$*"
+# Blurb's NEWS directories have spaces in their names ("Core and
+# Builtins"): in the lists below, which split on spaces, a space of a file
+# name is carried as \001, and put back where the name is used.
+SP=$(printf '\001')
+overlay=""
+for f in "$@"; do
+    overlay="$overlay $(printf '%s' "$f" | tr ' ' "$SP")"
+done
+unspace() {
+    printf '%s\n' "$1" | tr "$SP" ' '
+}
 here=$(cd "$(dirname "$0")" && pwd)
 headers=$here/export
 gitdir=$(cd "$src.git" && pwd)
@@ -33,7 +43,7 @@ new_files_of() {
             echo Python/perf_trampoline.c Python/perf_jit_trampoline.c \
                  Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h ;;
         tests) echo 'Lib/test/*' ;;
-        docs)  echo 'Doc/*' ;;
+        docs)  echo 'Doc/*' 'Misc/*' ;;
     esac
 }
 
@@ -54,6 +64,11 @@ index=$tmp/index
 # An index holding the pristine tree plus SRC's versions of FILES: the
 # diff against `upstream` then includes new files.
 diff_of() {
+    nargs=$#
+    for a in "$@"; do
+        set -- "$@" "$(unspace "$a")"
+    done
+    shift "$nargs"
     GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" read-tree upstream
     GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" add -f -A -- "$@"
     GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" \
@@ -93,7 +108,7 @@ emit() {
         echo "error: $file changes nothing (are $* in $src?)" >&2; exit 1; }
     echo "$file" >> "$out/series"
     # What the exported patches cover, for the completeness check.
-    for f in "$@"; do echo "$f"; done >> "$tmp/covered"
+    for f in "$@"; do unspace "$f"; done >> "$tmp/covered"
 }
 
 # Written aside, then moved into place whole: an export that fails leaves
