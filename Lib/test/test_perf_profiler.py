@@ -380,6 +380,13 @@ class PerfTestCase(unittest.TestCase):
     def forget_pid(self, pid):
         self.addCleanup(os_helper.unlink, map_path(pid))
 
+    def perf_script(self, data, *args):
+        """The text of `perf script -i data ARGS`, which must succeed."""
+        proc = subprocess.run(perf_command("script", "-i", data, *args),
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc.stdout
+
     def record(self, source, *python_args, env=None, callgraph=("-g",),
                returncode=0):
         """perf record a script; returns (script stdout, parsed samples)."""
@@ -401,10 +408,8 @@ class PerfTestCase(unittest.TestCase):
         # Read the map now, while it is certainly ours (see
         # parse_perf_script).
         map_symbols = load_map_symbols(map_path(pid))
-        report = subprocess.run(perf_command("script", "-i", data),
-                                capture_output=True, text=True, timeout=300)
-        self.assertEqual(report.returncode, 0, report.stderr)
-        return (proc.stdout, parse_perf_script(report.stdout, map_symbols),
+        return (proc.stdout,
+                parse_perf_script(self.perf_script(data), map_symbols),
                 script, pid)
 
 
@@ -905,9 +910,7 @@ class TestProcessShapes(PerfTestCase):
         child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
         self.forget_pid(pid)
         self.forget_pid(child)
-        text = subprocess.run(perf_command("script", "-i", data),
-                              capture_output=True, text=True,
-                              timeout=300).stdout
+        text = self.perf_script(data)
         self.check_child_named(self.child_samples(text, pid, child), script)
 
     @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
@@ -950,11 +953,12 @@ class TestProcessShapes(PerfTestCase):
         # /proc and names them all from the child's own map, which must
         # describe the trampolines it runs, inherited ones too (here the
         # one of <module>, running at the fork).
+        self.check_map_child_attached_later(FORK_HOT_SOURCE)
+
+    def check_map_child_attached_later(self, source):
         data, script, pid, child = self.record_child_later(
-            FORK_HOT_SOURCE, "perf", "-g")
-        text = subprocess.run(perf_command("script", "-i", data),
-                              capture_output=True, text=True,
-                              timeout=300).stdout
+            source, "perf", "-g")
+        text = self.perf_script(data)
         self.check_child_named(self.child_samples(text, pid, child), script)
 
     @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
@@ -962,12 +966,7 @@ class TestProcessShapes(PerfTestCase):
     def test_inherited_function_named_by_perf_attached_later(self):
         # The child's hot function got its trampoline in the parent: the
         # child's map describes it from the child's first call on.
-        data, script, pid, child = self.record_child_later(
-            FORK_INHERITED_SOURCE, "perf", "-g")
-        text = subprocess.run(perf_command("script", "-i", data),
-                              capture_output=True, text=True,
-                              timeout=300).stdout
-        self.check_child_named(self.child_samples(text, pid, child), script)
+        self.check_map_child_attached_later(FORK_INHERITED_SOURCE)
 
     @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
     @unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
@@ -983,9 +982,7 @@ class TestProcessShapes(PerfTestCase):
                                           "-o", jit),
                              capture_output=True, text=True, timeout=300)
         self.assertEqual(inj.returncode, 0, inj.stderr)
-        text = subprocess.run(perf_command("script", "-i", jit),
-                              capture_output=True, text=True,
-                              timeout=300).stdout
+        text = self.perf_script(jit)
         samples = [s for s in parse_perf_script(text) if s.tid == child]
         self.check_child_named(samples, script)
 
@@ -1033,9 +1030,7 @@ class TestProcessShapes(PerfTestCase):
                    re.search(r"WORKERS (.*)", proc.stdout).group(1).split()]
         for worker in workers:
             self.forget_pid(worker)
-        text = subprocess.run(perf_command("script", "-i", data),
-                              capture_output=True, text=True,
-                              timeout=300).stdout
+        text = self.perf_script(data)
         handler = f"py::handle_request:{script}"
         for worker in workers:
             names = load_map_symbols(map_path(worker))
@@ -1729,10 +1724,7 @@ class TestPerfJit(PerfTestCase):
                              capture_output=True, text=True, timeout=300)
         self.assertEqual(inj.returncode, 0, inj.stderr)
         self.assertTrue(glob.glob(f"/tmp/jitted-{pid}-*.so"))
-        out = subprocess.run(perf_command("script", "-i", jit),
-                             capture_output=True, text=True, timeout=300)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        return script, jit, parse_perf_script(out.stdout)
+        return script, jit, parse_perf_script(self.perf_script(jit))
 
     def test_xoption(self):
         script, _, samples = self.record_jit(NESTED + "baz(10_000_000)\n",
@@ -1764,10 +1756,7 @@ class TestPerfJit(PerfTestCase):
     def test_source_lines(self):
         script, jit, _ = self.record_jit(NESTED + "baz(10_000_000)\n",
                                          "-X", "perf_jit")
-        out = subprocess.run(perf_command("script", "-i", jit, "-F",
-                                          "ip,sym,srcline"),
-                             capture_output=True, text=True,
-                             timeout=300).stdout
+        out = self.perf_script(jit, "-F", "ip,sym,srcline")
         base = os.path.basename(script)
         lines = {name: NESTED.splitlines().index(f"def {name}(n):") + 1
                  for name in ("foo", "bar", "baz")}

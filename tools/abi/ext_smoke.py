@@ -176,25 +176,29 @@ def backend_file(kind):
     return f"/tmp/perf-{pid}.map" if kind == "perf" else f"/tmp/jit-{pid}.dump"
 
 
+def run_check(fn, fail_label, ok_label):
+    """Run one check, print its outcome; 1 if it failed, else 0."""
+    try:
+        fn()
+    except BaseException:
+        print(f"FAIL {fail_label}")
+        traceback.print_exc()
+        return 1
+    print(f"ok   {ok_label}")
+    return 0
+
+
 def main():
     kind = backend()
     if kind is not None:
         assert sys.is_stack_trampoline_active(), "backend not on"
-    failed = 0
-    for fn in checks:
-        try:
-            fn()
-        except BaseException:
-            failed += 1
-            print(f"FAIL {fn.__name__}")
-            traceback.print_exc()
-        else:
-            print(f"ok   {fn.__name__}")
+    failed = sum(run_check(fn, fn.__name__, fn.__name__) for fn in checks)
     n = len(checks)
     if kind is not None:
         n += 1
         path = backend_file(kind)
-        try:
+
+        def file_names_functions():
             with open(path, "rb") as f:
                 data = f.read()
             # Functions made by the extension, and called from C.
@@ -202,12 +206,11 @@ def main():
                          b"py::calls.<locals>.down:",
                          b"py::_add:"):
                 assert name in data, f"{name!r} missing from {path}"
-        except BaseException:
-            failed += 1
-            print(f"FAIL {kind} file")
-            traceback.print_exc()
-        else:
-            print(f"ok   {kind} file names the extension's functions")
+
+        try:
+            failed += run_check(file_names_functions, f"{kind} file",
+                                f"{kind} file names the extension's "
+                                "functions")
         finally:
             try:
                 os.unlink(path)
