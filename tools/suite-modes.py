@@ -120,7 +120,12 @@ def read_known(path):
     return known
 
 
-def have_private_tmp():
+def have_private_tmp(python):
+    # A private /tmp would hide an interpreter (or this checkout) that
+    # lives under /tmp.
+    for path in (os.path.abspath(python), os.getcwd()):
+        if path == "/tmp" or path.startswith("/tmp/"):
+            return False
     try:
         r = subprocess.run(["unshare", "--mount", "true"],
                            stdout=subprocess.DEVNULL,
@@ -260,7 +265,7 @@ def main():
     modes = args.modes.split(",")
     os.makedirs(args.out, exist_ok=True)
     known = read_known(args.known)
-    private_tmp = have_private_tmp()
+    private_tmp = have_private_tmp(args.python)
     print(f"suite-modes: {len(args.tests) or 'all'} test modules, -j{args.jobs}"
           f", excluded: {' '.join(args.exclude) or 'none'}; perf files go to "
           + ("a private /tmp per mode" if private_tmp else

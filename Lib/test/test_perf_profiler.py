@@ -2484,7 +2484,12 @@ class TestHostileInput(unittest.TestCase):
                  '[ -d "$d" ] || continue; mkdir "$R$d" && '
                  'mount --rbind "$d" "$R$d" || exit 99; done; '
                  'echo "not a directory" > "$R/tmp" || exit 99; '
-                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
+                 # an interpreter under /tmp is run from the real /tmp,
+                 # bound in as /tmp-orig
+                 'mkdir "$R/tmp-orig" && mount --rbind /tmp "$R/tmp-orig" '
+                 '|| exit 99; '
+                 'py=$0; case $py in /tmp/*) py=/tmp-orig/${py#/tmp/};; esac; '
+                 'exec chroot "$R" "$py" -X "$2" -c "$1"')
         code = ("import os; print('PID', os.getpid(), flush=True)\n"
                 "def f():\n    return 45\nprint('output intact', f())")
         for option in ("perf", "perf_jit"):
