@@ -112,32 +112,11 @@
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>
 
-/* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
-typedef PyObject *(*py_trampoline)(
-    PyThreadState *tstate, _PyInterpreterFrame *frame, int throwflag,
-    PyObject *(*eval)(PyThreadState *, _PyInterpreterFrame *, int));
+typedef _PyPerfTrampolineFunc py_trampoline;
 
-/* The co_extra index of trampolines, -1 before the first activation. */
-static Py_ssize_t code_index = -1;
-
-/* The layout of co_extra, which Objects/codeobject.c keeps private.
-   Reading it here saves a function call on every Python call;
-   check_extra_layout() makes sure, once, that it is still this. */
-typedef struct {
-    Py_ssize_t ce_size;
-    void *ce_extras[1];
-} code_extra_layout;
-
-/* The trampoline of `code`, or NULL if it has none yet. */
-static inline py_trampoline
-trampoline_of(PyCodeObject *code)
-{
-    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
-    if (extra != NULL && code_index < extra->ce_size) {
-        return (py_trampoline)extra->ce_extras[code_index];
-    }
-    return NULL;
-}
+/* The co_extra index of trampolines (see pycore_perf_trampoline.h), -1
+   before the first activation. */
+Py_ssize_t _PyPerf_code_index = -1;
 
 #define NBACKENDS 2
 /* Arenas start at one page (enough for start-up) and double up to 64 KiB
@@ -469,8 +448,8 @@ forget_code(void *tramp)
 }
 
 
-/* Once: does trampoline_of() read co_extra as _PyCode_GetExtra() does?
-   (It would not on a tree whose codeobject.c changed the layout.) */
+/* Once: does _PyPerfTrampoline_Of() read co_extra as _PyCode_GetExtra()
+   does?  (It would not on a tree whose codeobject.c changed the layout.) */
 static int
 check_extra_layout(void)
 {
@@ -479,10 +458,11 @@ check_extra_layout(void)
     if (co == NULL) {
         return -1;
     }
-    int ok = (_PyCode_SetExtra((PyObject *)co, code_index, &probe) == 0
-              && (void *)trampoline_of(co) == (void *)&probe);
+    int ok = (_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index,
+                               &probe) == 0
+              && (void *)_PyPerfTrampoline_Of(co) == (void *)&probe);
     /* Not a trampoline: keep forget_code() from looking for it. */
-    (void)_PyCode_SetExtra((PyObject *)co, code_index, NULL);
+    (void)_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index, NULL);
     Py_DECREF(co);
     if (!ok) {
         PyErr_SetString(PyExc_RuntimeError,
@@ -555,7 +535,7 @@ warn_memory_error(backend_state *st)
  * the child describes everything at once, as a backend switch does. */
 
 /* co_extra index of the first generation; -1 until a child of fork()
-   takes an index of its own (until then it is code_index). */
+   takes an index of its own (until then it is _PyPerf_code_index). */
 static Py_ssize_t base_index = -1;
 /* Set while a child of fork() re-activates its parent's backend. */
 static int activating_after_fork;
@@ -575,9 +555,9 @@ is_described(const slot_info *info, int bit)
 static char *
 extra_at(PyCodeObject *code, Py_ssize_t index)
 {
-    code_extra_layout *extra = (code_extra_layout *)code->co_extra;
-    if (index >= 0 && extra != NULL && index < extra->ce_size) {
-        return extra->ce_extras[index];
+    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
+    if (index >= 0 && extra != NULL && index < extra->size) {
+        return extra->entries[index];
     }
     return NULL;
 }
@@ -587,10 +567,10 @@ extra_at(PyCodeObject *code, Py_ssize_t index)
 static int
 set_trampoline(PyCodeObject *code, char *tramp)
 {
-    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+    if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
         return -1;
     }
-    if (base_index >= 0 && base_index != code_index
+    if (base_index >= 0 && base_index != _PyPerf_code_index
         && _PyCode_SetExtra((PyObject *)code, base_index, tramp) < 0)
     {
         /* Only a later child's shortcut is lost: it will give `code` a
@@ -636,14 +616,14 @@ static char *
 inherited_trampoline(backend_state *st, PyCodeObject *code,
                      slot_info **info_p)
 {
-    if (base_index < 0 || base_index == code_index) {
+    if (base_index < 0 || base_index == _PyPerf_code_index) {
         return NULL;
     }
     char *tramp = trampoline_at(st, code, base_index, info_p);
     if (tramp == NULL) {
         return NULL;
     }
-    if (_PyCode_SetExtra((PyObject *)code, code_index, tramp) < 0) {
+    if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
         PyErr_Clear();
         return NULL;
     }
@@ -655,7 +635,7 @@ inherited_trampoline(backend_state *st, PyCodeObject *code,
 static int
 take_child_index(void)
 {
-    if (code_index < 0 || perf.arenas == NULL) {
+    if (_PyPerf_code_index < 0 || perf.arenas == NULL) {
         return -1;
     }
     Py_ssize_t index = _PyEval_RequestCodeExtraIndex(forget_code);
@@ -663,9 +643,9 @@ take_child_index(void)
         return -1;
     }
     if (base_index < 0) {
-        base_index = code_index;
+        base_index = _PyPerf_code_index;
     }
-    code_index = index;
+    _PyPerf_code_index = index;
     return 0;
 }
 
@@ -919,17 +899,17 @@ activate(const char *name)
     {
         return 0;
     }
-    if (code_index < 0) {
+    if (_PyPerf_code_index < 0) {
         perf.code_size = (size_t)(_Py_trampoline_func_end
                                   - _Py_trampoline_func_start);
-        code_index = _PyEval_RequestCodeExtraIndex(forget_code);
-        if (code_index < 0) {
+        _PyPerf_code_index = _PyEval_RequestCodeExtraIndex(forget_code);
+        if (_PyPerf_code_index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "no co_extra index left for stack trampolines");
             return -1;
         }
         if (check_extra_layout() < 0) {
-            code_index = -1;
+            _PyPerf_code_index = -1;
             return -1;
         }
     }
@@ -1003,7 +983,7 @@ _PyPerfTrampoline_Fini(void)
        one: forget both.  The arenas stay mapped, and their used slots
        used: a daemon thread may still be inside one, and perf may name
        samples taken there. */
-    code_index = -1;
+    _PyPerf_code_index = -1;
     base_index = -1;
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
@@ -1140,7 +1120,7 @@ PyObject *
 _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
                             _PyInterpreterFrame *frame, int throwflag)
 {
-    py_trampoline tramp = trampoline_of(frame->f_code);
+    py_trampoline tramp = _PyPerfTrampoline_Of(frame->f_code);
     if (tramp == NULL) {
         return eval_frame_new_code(tstate, frame, throwflag);
     }
@@ -1520,7 +1500,7 @@ PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
     if (co == NULL || perf.active == NULL) {
         return -1;
     }
-    if (trampoline_of(co) != NULL) {
+    if (_PyPerfTrampoline_Of(co) != NULL) {
         return 0;
     }
     return new_trampoline(co) != NULL ? 0 : -1;

@@ -11,12 +11,21 @@ extern "C" {
 /* cpython-perf: the interface between the interpreter and the perf
    trampoline subsystem (Python/perf_trampoline.c explains the design). */
 
-struct _PyInterpreterFrame;
+#include "pycore_frame.h"          // _PyInterpreterFrame
+
+/* Internal variables read on the call path: hidden, so that libpython.so
+   reaches them without going through its global offset table. */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__)
+#  define PERF_TRAMPOLINE_HIDDEN __attribute__((visibility("hidden")))
+#else
+#  define PERF_TRAMPOLINE_HIDDEN
+#endif
 
 /* The PEP 523 evaluator installed while a backend is active.  It runs
-   `frame` through the code object's own trampoline.  ceval.c calls it
-   directly for the frames its call instructions push themselves, and
-   compares interp->eval_frame against it to keep those calls specialized. */
+   `frame` through the code object's own trampoline, giving a new code
+   object its trampoline first.  ceval.c compares interp->eval_frame
+   against it to keep calls specialized, calls the trampolines of the
+   frames its call instructions push itself, and this for the others. */
 PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag);
 
@@ -26,30 +35,71 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
    is, so a frame the instruction pushed goes through its trampoline.  The
    hook is re-read rather than kept in a variable across the instruction:
    a live variable would cost registers on the fast path, where the hook
-   is almost never set. */
+   is almost never set.  No __builtin_expect() in these tests either: with
+   it, GCC 12 lays out _PyEval_EvalFrameDefault() so that calls without
+   any hook cost two more instructions each (measured, callgrind). */
 #define PERF_TRAMPOLINE_OTHER_HOOK(tstate) \
     ((tstate)->interp->eval_frame != NULL \
      && (tstate)->interp->eval_frame != _PyPerfTrampoline_EvalFrame)
-#if defined(__GNUC__) || defined(__clang__)
-#  define PERF_TRAMPOLINE_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#else
-#  define PERF_TRAMPOLINE_UNLIKELY(x) (x)
-#endif
-#define PERF_TRAMPOLINE_HOOK(tstate) PERF_TRAMPOLINE_UNLIKELY( \
-    (tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame)
-/* Any hook: the CALL_PY_* instructions leave their fast path for an
-   out-of-line copy (stock 3.11 deoptimizes). */
-#define PERF_TRAMPOLINE_ANY_HOOK(tstate) \
-    PERF_TRAMPOLINE_UNLIKELY((tstate)->interp->eval_frame != NULL)
+#define PERF_TRAMPOLINE_HOOK(tstate) \
+    ((tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame)
 
-/* For the out-of-line copies of CALL_PY_EXACT_ARGS and
-   CALL_PY_WITH_DEFAULTS, which the instructions enter when a hook is set:
-   is it ours?  Read anew (volatile), or the compiler keeps the value the
-   instruction tested in a register for this test, and the instruction
-   pays one more instruction on every call without any hook. */
+/* CALL_PY_EXACT_ARGS and CALL_PY_WITH_DEFAULTS: with any hook installed,
+   leave for `label`, an out-of-line copy of the frame push that ends in
+   the trampoline (or deoptimizes, for another hook).  The instruction's
+   own hook test that follows is then known false, and the compiler drops
+   it. */
+#define PERF_TRAMPOLINE_GOTO_IF_HOOKED(tstate, label) \
+    do { \
+        if ((tstate)->interp->eval_frame != NULL) { \
+            goto label; \
+        } \
+    } while (0)
+
+/* In that copy: is the hook ours?  Read anew (volatile), or the compiler
+   keeps the value the instruction tested in a register for this test, and
+   the instruction pays one more instruction on every call without any
+   hook. */
 #define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
      == _PyPerfTrampoline_EvalFrame)
+
+/* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
+typedef PyObject *(*_PyPerfTrampolineFunc)(
+    PyThreadState *tstate, struct _PyInterpreterFrame *frame, int throwflag,
+    PyObject *(*eval)(PyThreadState *, struct _PyInterpreterFrame *, int));
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+/* The co_extra index under which code objects keep their trampoline (-1
+   while there is none), and the layout of co_extra, which
+   Objects/codeobject.c keeps private: perf_trampoline.c checks at
+   activation that _PyPerfTrampoline_Of() reads what _PyCode_SetExtra()
+   wrote. */
+extern PERF_TRAMPOLINE_HIDDEN Py_ssize_t _PyPerf_code_index;
+typedef struct {
+    Py_ssize_t size;
+    void *entries[1];
+} _PyPerfCodeExtra;
+
+/* The trampoline of `code`, or NULL if it has none yet. */
+static inline _PyPerfTrampolineFunc
+_PyPerfTrampoline_Of(PyCodeObject *code)
+{
+    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
+    /* Unsigned: an index of -1 finds nothing. */
+    if (extra != NULL && (size_t)_PyPerf_code_index < (size_t)extra->size) {
+        return (_PyPerfTrampolineFunc)extra->entries[_PyPerf_code_index];
+    }
+    return NULL;
+}
+#else
+static inline _PyPerfTrampolineFunc
+_PyPerfTrampoline_Of(PyCodeObject *Py_UNUSED(code))
+{
+    return NULL;
+}
+#endif
 
 /* The native stack budget of trampolined calls.  A frame run through a
    trampoline spends a native evaluator frame, where stock 3.11 runs a
@@ -76,8 +126,8 @@ typedef struct {
 #else
 #  define PERF_TRAMPOLINE_TLS_MODEL
 #endif
-extern _Thread_local _PyPerfStackBudget _PyPerf_stack_budget
-    PERF_TRAMPOLINE_TLS_MODEL;
+extern PERF_TRAMPOLINE_HIDDEN _Thread_local _PyPerfStackBudget
+    _PyPerf_stack_budget PERF_TRAMPOLINE_TLS_MODEL;
 
 /* The stack pointer: where the caller's native frame is.  (Not the
    address of a local variable: under AddressSanitizer's

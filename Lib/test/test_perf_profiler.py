@@ -137,7 +137,11 @@ os.waitpid(child, 0)
 # The functions that call trampolines: the PEP 523 hook (which the
 # evaluator also calls for the frames its call instructions push) and the
 # hook's out-of-line first call of a code object.
-TRAMPOLINE_CALLERS = ("_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
+# The functions that call trampolines: the evaluator (for the frames its
+# call instructions push), the PEP 523 hook (frames entered from C) and the
+# hook's path for a code object's first call.
+TRAMPOLINE_CALLERS = ("_PyEval_EvalFrameDefault",
+                      "_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
 
 
 def map_path(pid):
@@ -509,9 +513,10 @@ class TestPerfProfiling(PerfTestCase):
     def test_only_evalframe_calls_trampolines(self):
         # The build's own knowledge behind test_no_native_frame_skipped:
         # each of TRAMPOLINE_CALLERS calls trampolines with a real call,
-        # not a jump that would leave no frame.  A trampoline call is the
-        # indirect call that passes the evaluator as fourth argument
-        # (%rcx); no indirect jump may stand in for one.
+        # not a jump that would leave no frame.  A trampoline is entered
+        # with the evaluator as fourth argument (%rcx): after the evaluator's
+        # address goes into %rcx, the next control transfer must be an
+        # indirect call (an indirect jump there would be a tail call).
         for func in TRAMPOLINE_CALLERS:
             proc = subprocess.run(
                 ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
@@ -522,20 +527,17 @@ class TestPerfProfiling(PerfTestCase):
             code = [line.split("\t", 1)[1] for line in proc.stdout.splitlines()
                     if "\t" in line]
             self.assertTrue(code, proc.stdout + proc.stderr)
-            self.assertFalse([i for i in code if re.match(r"jmp\s+\*", i)],
-                             f"{func} has an indirect jump")
             trampoline_calls = 0
             for n, insn in enumerate(code):
-                if not re.match(r"call\s+\*%r", insn):
+                if not (re.search(r",%rcx\b", insn)
+                        and "<_PyEval_EvalFrameDefault>" in insn):
                     continue
-                # the evaluator went into %rcx within this basic block
-                for before in reversed(code[max(0, n - 8):n]):
-                    if re.match(r"(call|j[a-z]+)\s", before):
-                        break
-                    if (re.search(r",%rcx\b", before)
-                            and "<_PyEval_EvalFrameDefault>" in before):
-                        trampoline_calls += 1
-                        break
+                transfer = next((i for i in code[n + 1:n + 12]
+                                 if re.match(r"(call|j[a-z]+)\s", i)), "")
+                self.assertFalse(re.match(r"jmp\s+\*", transfer),
+                                 f"{func} tail-calls a trampoline: {transfer}")
+                if re.match(r"call\s+\*%r", transfer):
+                    trampoline_calls += 1
             self.assertGreaterEqual(trampoline_calls, 1,
                                     f"{func} calls no trampoline:\n"
                                     + "\n".join(code))

@@ -1,5 +1,9 @@
-"""asyncio coroutines awaiting each other (generator-style frames)."""
+"""asyncio coroutines awaiting each other (generator-style frames).
+Argument: rounds (default 60)."""
 import asyncio
+import sys
+
+ROUNDS = int(sys.argv[1]) if len(sys.argv) > 1 else 60
 
 
 async def leaf(i):
@@ -13,7 +17,7 @@ async def middle(i):
 
 async def main():
     total = 0
-    for _ in range(30):
+    for _ in range(ROUNDS):
         total += sum(await asyncio.gather(*(middle(i) for i in range(50))))
     return total
 

@@ -1,5 +1,7 @@
 """One hot loop inside three nested calls: the trampoline is entered three
-times, the loop runs a million iterations."""
+times, the loop runs the argument's number of iterations (default
+1,000,000)."""
+import sys
 
 
 def inner(n):
@@ -17,4 +19,4 @@ def outer(n):
     return middle(n)
 
 
-outer(300_000)
+outer(int(sys.argv[1]) if len(sys.argv) > 1 else 1_000_000)
