@@ -168,6 +168,8 @@ def main():
 
     rows, failures = [], []
     fib_per_call = None
+    startup_ir = instructions(opts.ours, [],
+                              os.path.join(WORKLOADS, "startup.py"))
     for name, sizes, limit, what in targets:
         script = os.path.join(WORKLOADS, name + ".py")
         args = [()] if sizes is None else [(str(n),) for n in sizes]
@@ -177,7 +179,6 @@ def main():
         # is one size).
         d = {c: v[-1] - (v[0] if len(v) > 1 else 0) for c, v in ir.items()}
         if name == "startup":
-            startup_ir = ir["off"][0]
             r_pep523 = None     # (the stand-in is installed after start-up)
             calls = new_codes = None
         else:
@@ -189,11 +190,12 @@ def main():
             calls, new_codes = c2 - c1, n2 - n1
         per_call, per_new = {}, {}
         for c in ("perf", "perf_jit"):
-            if calls and new_codes < calls / 10:
+            if calls and not new_codes:
                 per_call[c] = (d[c] - d["off"]) / calls
             elif calls and fib_per_call:
-                # Each new function is called about once: what its calls
-                # cost at fib's rate, the rest is the new function's.
+                # The calls cost what they cost on fib; the rest is the
+                # new functions' (trampoline, record, and the old code
+                # objects' retirement where they replace others).
                 per_new[c] = (d[c] - d["off"]
                               - fib_per_call[c] * calls) / new_codes
         if name == "fib":
