@@ -90,7 +90,9 @@ rm -f "$setup_local.new"
 if [ ! -f "$objdir/Makefile" ]; then
     echo "check-cross: configuring $objdir for $triplet"
     # Cache answers configure cannot find out without running target code.
-    (cd "$objdir" && "$src/configure" --host=$triplet \
+    # pkg-config must not offer this machine's libraries (zlib, say) to
+    # the target: it looks into the target's (empty) directory only.
+    (cd "$objdir" && PKG_CONFIG_LIBDIR=$sysroot/lib/pkgconfig "$src/configure" --host=$triplet \
         --build="$(gcc -dumpmachine)" --with-build-python="$build_python" \
         --without-ensurepip \
         ${CROSS_CFLAGS:+CFLAGS="$CROSS_CFLAGS"} \
@@ -115,9 +117,11 @@ chmod +x "$wrapper"
 
 # --- checks common to every architecture ------------------------------------
 
-probe=$(grep 'checking for perf trampoline support' "$objdir/config.log" |
-        tail -1 | sed 's/.*\.\.\. //')
-[ -z "$probe" ] && probe=$(sed -n 's/^checking for perf trampoline support\.\.\. //p' "$objdir/configure.log")
+# The probe's answer, from config.log (configure may have been run again
+# by CPython's Makefile since).
+probe=$(awk '/checking for perf trampoline support/ { p = 1; next }
+             p && /result:/ { sub(/.*result: /, ""); r = $0; p = 0 }
+             END { print r }' "$objdir/config.log")
 if [ "$probe" = "$trampoline" ]; then
     pass "configure: perf trampoline support... $probe"
 else
@@ -183,16 +187,16 @@ fi
 
 # --- aarch64, riscv64: the stack, through the trampolines --------------------
 
-cflags=$(sed -n 's/^PY_CFLAGS=[[:space:]]*//p' "$objdir/Makefile" | head -1)
+# The flags extensions get (python-config's): frame pointers, -g, and
+# -mbranch-protection when CROSS_CFLAGS has it.
+cflags=$("$wrapper" -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS"))')
 ext_suffix=$("$wrapper" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
 helper=$objdir/check-cross/_stackwalk$ext_suffix
 mkdir -p "$objdir/check-cross"
-# PY_CFLAGS, as python-config would give them (frame pointers included,
-# and -mbranch-protection when CROSS_CFLAGS has it).
-eval "$triplet-gcc -shared -fPIC -O2 -fno-omit-frame-pointer \
-    $(echo "$cflags" | sed 's/\$([A-Z_]*)//g') \
-    -I'$objdir' -I'$src/Include' -o '$helper' '$here/cross/stackwalk.c'" || \
+$triplet-gcc -shared -fPIC $cflags -I"$objdir" -I"$src/Include" \
+    -o "$helper" "$here/cross/stackwalk.c" || \
     die "the helper extension does not build"
+echo "check-cross: helper built with $cflags"
 pass "helper extension built: $(basename "$helper")"
 
 for mode in perf perf_jit; do
