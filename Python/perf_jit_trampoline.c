@@ -41,10 +41,16 @@
  * Memory: perf inject maps each trampoline together with its unwind data
  * (code rounded up to 8 bytes, then mapped_size bytes), and a neighbour
  * inside that range would cut the table off in perf's view.  So in this
- * mode trampolines are spaced 96 bytes apart instead of 16 (12 bytes of
- * code padded to 16, 80 bytes of unwind data: CIE 24, FDE 32, terminator
- * 4, header 20), plus the 16-byte slot record every trampoline has.  The
- * unwind bytes themselves are only in the file.
+ * mode trampolines are spaced 96 bytes apart instead of 16 on x86_64 (12
+ * bytes of code padded to 16, 80 bytes of unwind data: CIE 24, FDE 32,
+ * terminator 4, header 20), plus the 16-byte slot record every trampoline
+ * has; 112 (128 with PAC) on aarch64 and 144 on riscv64, whose templates
+ * and FDEs are longer.  The unwind bytes themselves are only in the file.
+ *
+ * Per architecture, below: the ELF machine of the header, and how the
+ * template's bytes become the CIE's constants and the FDE's rule changes
+ * (x86_64 with or without endbr64; aarch64 with or without bti c and
+ * paciasp/pacibsp ... autiasp/autibsp; riscv64).
  */
 
 #include "Python.h"

@@ -43,7 +43,8 @@ passed=0 failed=0
 pass() { passed=$((passed + 1)); echo "PASS: $*"; }
 fail() { failed=$((failed + 1)); echo "FAIL: $*"; }
 finish() {
-    echo "check-cross $arch: $passed passed, $failed failed ($(( $(date +%s) - start )) s)"
+    echo "check-cross: $arch took $(( $(date +%s) - start )) s"
+    echo "check-cross-$arch: $passed passed, $failed failed"
     [ "$failed" -eq 0 ] && [ "$passed" -gt 0 ]
     exit $?
 }
@@ -127,9 +128,9 @@ if [ "$probe" = "$trampoline" ]; then
 else
     fail "configure: perf trampoline support... '$probe', expected $trampoline"
 fi
-sysconf=$("$wrapper" -c 'import sysconfig; print(sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"), sysconfig.get_config_var("MULTIARCH"))' 2>&1)
-if [ "$trampoline" = yes ]; then want="1 $triplet"; else want="None $triplet"; fi
-[ "$arch" = i686 ] && want="None i386-linux-gnu"
+sysconf=$("$wrapper" -c 'import sysconfig; print(bool(sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE")), sysconfig.get_config_var("MULTIARCH"))' 2>&1)
+if [ "$trampoline" = yes ]; then want="True $triplet"; else want="False $triplet"; fi
+[ "$arch" = i686 ] && want="False i386-linux-gnu"
 if [ "$sysconf" = "$want" ]; then
     pass "sysconfig: PY_HAVE_PERF_TRAMPOLINE, MULTIARCH = $sysconf"
 else
@@ -187,6 +188,23 @@ fi
 
 # --- aarch64, riscv64: the stack, through the trampolines --------------------
 
+if [ "$arch" = aarch64 ]; then
+    # The template's GNU property note says what the compiler's
+    # branch-protection macros asked for, no more, no less.
+    macros=$($triplet-gcc ${CROSS_CFLAGS:-} -dM -E - < /dev/null)
+    want=
+    echo "$macros" | grep -q '__ARM_FEATURE_BTI_DEFAULT 1' && want=BTI
+    echo "$macros" | grep -q '__ARM_FEATURE_PAC_DEFAULT' && want="${want:+$want, }PAC"
+    note=$($triplet-readelf -n "$objdir/Python/asm_trampoline.o" |
+           sed -n 's/.*AArch64 feature: //p')
+    if [ "$note" = "$want" ]; then
+        pass "asm_trampoline.o: GNU property note '${note:-none}', as asked by ${CROSS_CFLAGS:-the default flags}"
+    else
+        fail "asm_trampoline.o: GNU property note '$note', expected '$want'"
+    fi
+    echo "check-cross: the interpreter's own note: '$($triplet-readelf -n "$objdir/python" | sed -n 's/.*AArch64 feature: //p')' (the C library's start files decide)"
+fi
+
 # The flags extensions get (python-config's): frame pointers, -g, and
 # -mbranch-protection when CROSS_CFLAGS has it.
 cflags=$("$wrapper" -c 'import sysconfig; print(sysconfig.get_config_var("CFLAGS"))')
@@ -199,6 +217,11 @@ $triplet-gcc -shared -fPIC $cflags -I"$objdir" -I"$src/Include" \
 echo "check-cross: helper built with $cflags"
 pass "helper extension built: $(basename "$helper")"
 
+case "$arch ${CROSS_CFLAGS:-}" in
+    aarch64*-mbranch-protection=standard*|aarch64*-mbranch-protection=*pac-ret*)
+        expect_pac=--expect-pac ;;
+    *) expect_pac= ;;
+esac
 for mode in perf perf_jit; do
     out=$objdir/check-cross/$mode
     rm -rf "$out" && mkdir -p "$out"
@@ -218,7 +241,7 @@ for mode in perf perf_jit; do
     done
     if "$build_python" "$here/cross/unwind.py" --mode $mode --arch $arch \
             --dir "$out" --python "$objdir/python" --helper "$helper" \
-            --tools $triplet; then
+            $expect_pac; then
         pass "-X $mode: the stack names py::f3, py::f2, py::f1, py::<module> in order, with their callers"
     else
         fail "-X $mode: see above ($out)"

@@ -2184,6 +2184,7 @@ class TestChildProcesses(unittest.TestCase):
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stdout.splitlines()[-1],
                                  str(expected))
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestHostileInput(unittest.TestCase):
     """Bad input and hostile environments, one test per row of the README
     table "Bad input and hostile environments": a clear error or warning,

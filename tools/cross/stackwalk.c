@@ -5,9 +5,10 @@
  * _stackwalk.capture(path) records the native stack of the thread that
  * calls it, in two ways, into the text file `path` (and `path`.stack):
  *
- *   fp ADDR          each return address found by walking the chain of
- *                    frame records from capture()'s own frame (PAC bits
- *                    removed), innermost first
+ *   fp ADDR RAW      each return address found by walking the chain of
+ *                    frame records from capture()'s own frame, innermost
+ *                    first: without its pointer authentication code, and
+ *                    as the record holds it
  *   reg NUM VALUE    the callee-saved registers, the stack pointer and the
  *                    return address at a call inside capture(), by DWARF
  *                    register number, for a DWARF unwinder
@@ -167,7 +168,8 @@ capture(PyObject *Py_UNUSED(module), PyObject *arg)
         if (ret == 0) {
             break;
         }
-        fprintf(out, "fp %lx\n", (unsigned long)strip_pac(ret));
+        fprintf(out, "fp %lx %lx\n", (unsigned long)strip_pac(ret),
+                (unsigned long)ret);
         if (next <= (uintptr_t)fp) {
             break;                /* the chain goes up the stack */
         }

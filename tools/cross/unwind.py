@@ -579,7 +579,7 @@ def read_capture(directory):
             if kind == "pid":
                 pid = int(rest)
             elif kind == "fp":
-                fp.append(int(rest, 16))
+                fp.append(tuple(int(x, 16) for x in rest.split()))
             elif kind == "reg":
                 num, value = rest.split()
                 regs[int(num)] = int(value, 16)
@@ -635,7 +635,9 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--python", required=True)
     ap.add_argument("--helper", required=True)
-    ap.add_argument("--tools")
+    ap.add_argument("--expect-pac", action="store_true",
+                    help="the build signs return addresses (aarch64 "
+                         "-mbranch-protection=pac-ret or standard)")
     args = ap.parse_args()
     info = ARCH[args.arch]
 
@@ -662,7 +664,13 @@ def main():
                 return entries[i][2]
             return elf_symbol(addr) or f"?{addr:#x}"
         # Return addresses: the call is the instruction before.
-        names = [name_of(ret - 1) for ret in fp_chain]
+        names = [name_of(ret - 1) for ret, _ in fp_chain]
+        signed = sum(ret != raw for ret, raw in fp_chain)
+        print(f"unwind: {signed} of the {len(fp_chain)} return addresses in "
+              f"frame records carry a pointer authentication code")
+        if args.expect_pac:
+            check(signed > 0, "built with pac-ret, but no return address "
+                              "in a frame record is signed")
     else:
         loads = read_jitdump(os.path.join(args.dir, f"jit-{pid}.dump"), pid,
                              info["machine"])
