@@ -517,6 +517,13 @@ def check_trampoline_rules(arch, code, fde, name):
     regs = {sp: entry_sp, fp: caller_fp, ra: return_to}
     mem = {}
     check(len(code) % 4 == 0, f"{name}: code size {len(code)}")
+    if arch == "aarch64":
+        # Key B needs the CIE's "B" augmentation, key A must not have it.
+        words = {int.from_bytes(code[i:i + 4], "little")
+                 for i in range(0, len(code), 4)}
+        check(fde.cie.b_key == (0xd503237f in words),
+              f"{name}: CIE augmentation {fde.cie.augmentation!r} for "
+              f"{'pacibsp' if 0xd503237f in words else 'no key B'}")
     for offset in range(0, len(code), 4):
         row = run_cfa(fde, fde.start + offset, arch)
         where = f"{name}+{offset}"
