@@ -234,11 +234,13 @@ for mode in perf perf_jit; do
         fail "-X $mode: the script failed (exit $rc)"
         continue
     fi
-    # The process's files, taken out of /tmp (and deleted there: the
-    # process was ours).
-    for f in /tmp/perf-$pid.map /tmp/jit-$pid.dump; do
-        if [ -f "$f" ]; then cp "$f" "$out/" && rm -f "$f"; fi
-    done
+    # The file the process wrote, taken out of /tmp (and deleted there:
+    # the process was ours; a file of the other kind with its pid is not).
+    case $mode in
+        perf) f=/tmp/perf-$pid.map ;;
+        perf_jit) f=/tmp/jit-$pid.dump ;;
+    esac
+    if [ -f "$f" ]; then cp "$f" "$out/" && rm -f "$f"; fi
     if "$build_python" "$here/cross/unwind.py" --mode $mode --arch $arch \
             --dir "$out" --python "$objdir/python" --helper "$helper" \
             $expect_pac; then
