@@ -60,6 +60,7 @@ CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
         check-series regrtest-perf check-abi sanitize check-viewer docs series dist \
+        check-cross \
         check-dist check-export clean distclean
 
 all: $(BUILD)/python
@@ -79,6 +80,8 @@ help:
 	@echo "                and with PYTHON_PERF_JIT_SUPPORT=1: same results (1-2 h)"
 	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
+	@echo "make check-cross ARCH=aarch64|riscv64|i686"
+	@echo "                cross-build in build-cross-ARCH/, check under qemu-user (~10 min)"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
@@ -207,6 +210,20 @@ check-viewer: $(BUILD)/python
 	tools/viewer/install.sh $(BUILD)/viewer
 	$(CLEAN_ENV) CHECK_PYTHON=$(BUILD)/python VIEWER_DIR=$(BUILD)/viewer \
 	    SHOTS=$(BUILD)/viewer-shots PICTURE=$(PICTURE) node --test tools/viewer/viewer.test.mjs
+# The patched tree cross-built for ARCH (aarch64, riscv64, i686) with
+# Debian's cross compiler, our build/python as the build python, and
+# checked under qemu-user: tools/check-cross.sh says what it checks.
+# CROSS_CFLAGS adds compiler flags (-mbranch-protection=standard, say), in
+# a build directory of their own.
+ARCH         ?= aarch64
+CROSS_CFLAGS ?=
+CROSS_DIR    ?= build-cross-$(ARCH)$(subst =,-,$(subst +,-,$(subst $(eval) ,,$(CROSS_CFLAGS))))
+
+check-cross: $(BUILD)/python
+	tools/install-deps.sh cross-$(ARCH)
+	$(CLEAN_ENV) CROSS_CFLAGS="$(CROSS_CFLAGS)" tools/check-cross.sh \
+	    $(ARCH) $(BUILD)/python $(SRC) $(CROSS_DIR) $(JOBS)
+
 # The documentation of the patched tree, with Debian's Sphinx; fails on a
 # warning (broken references included) from our files.  tools/docs.sh says
 # which warnings count.
@@ -281,5 +298,5 @@ clean:
 	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series \
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series build-cross-* \
 	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT)

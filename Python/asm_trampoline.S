@@ -80,9 +80,167 @@ _Py_trampoline_func_end:
 
 #endif /* __x86_64__ */
 
-/* The aarch64 (BTI "bti c", x29/x30 frame record) and riscv64 (s0/ra
-   frame record) templates go here, each in its own #if block, together
-   with a probe line in configure.ac.fragment. */
+#if defined(__aarch64__)
+
+/*
+ * AAPCS64: tstate, frame, throwflag and eval arrive in x0..x3, the return
+ * address in x30 (lr).  The frame record is the pair {x29, x30} stored at
+ * the new x29, which is what frame-pointer unwinders (perf, gdb) follow.
+ *
+ *  offset (b = 4 with BTI, p = 4 with PAC, else 0)
+ *          instruction                  CFA      x29       x30 (RA)
+ *  0       bti c (with BTI)             sp       same      same
+ *  b       paciasp/pacibsp (with PAC)   sp       same      same, then signed
+ *  b+p     stp x29, x30, [sp, #-16]!    sp       same      signed if PAC
+ *  b+p+4   mov x29, sp                  sp+16    CFA-16    CFA-8
+ *  b+p+8   blr x3                       x29+16   CFA-16    CFA-8
+ *  b+p+12  ldp x29, x30, [sp], #16      x29+16   CFA-16    CFA-8
+ *  b+p+16  autiasp/autibsp (with PAC)   sp       same      signed, then not
+ *  b+2p+16 ret                          sp       same      same
+ *
+ * "Signed" is DWARF's DW_CFA_AARCH64_negate_ra_state: between the two PAC
+ * instructions the return address, in x30 and in the frame record, carries
+ * a pointer authentication code.  The instructions are spelt as the HINT
+ * encodings they are, so that any assembler accepts them; on a processor
+ * without BTI or PAC they are no-ops.
+ *
+ * __ARM_FEATURE_BTI_DEFAULT and __ARM_FEATURE_PAC_DEFAULT are what the
+ * compiler defines under -mbranch-protection=...: bit 0 of the latter asks
+ * for the A key, bit 1 for the B key.
+ */
+#if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT == 1
+#  define PY_TRAMP_BTI 1
+#else
+#  define PY_TRAMP_BTI 0
+#endif
+#if defined(__ARM_FEATURE_PAC_DEFAULT) && (__ARM_FEATURE_PAC_DEFAULT & 3)
+#  define PY_TRAMP_PAC 1
+#else
+#  define PY_TRAMP_PAC 0
+#endif
+
+    .text
+    .p2align 4
+    .globl  _Py_trampoline_func_start
+    .hidden _Py_trampoline_func_start
+    .type   _Py_trampoline_func_start, %function
+_Py_trampoline_func_start:
+    .cfi_startproc
+#if PY_TRAMP_PAC && (__ARM_FEATURE_PAC_DEFAULT & 2)
+    .cfi_b_key_frame
+#endif
+#if PY_TRAMP_BTI
+    hint    #34                 /* bti c: a target of blr */
+#endif
+#if PY_TRAMP_PAC
+#  if __ARM_FEATURE_PAC_DEFAULT & 1
+    hint    #25                 /* paciasp: sign x30 with key A and sp */
+#  else
+    hint    #27                 /* pacibsp: sign x30 with key B and sp */
+#  endif
+    .cfi_negate_ra_state
+#endif
+    stp     x29, x30, [sp, #-16]!
+    .cfi_def_cfa_offset 16
+    .cfi_offset x29, -16
+    .cfi_offset x30, -8
+    mov     x29, sp
+    .cfi_def_cfa_register x29
+    blr     x3
+    ldp     x29, x30, [sp], #16
+    .cfi_def_cfa sp, 0
+    .cfi_restore x29
+    .cfi_restore x30
+#if PY_TRAMP_PAC
+#  if __ARM_FEATURE_PAC_DEFAULT & 1
+    hint    #29                 /* autiasp */
+#  else
+    hint    #31                 /* autibsp */
+#  endif
+    .cfi_negate_ra_state
+#endif
+    ret
+    .cfi_endproc
+    .globl  _Py_trampoline_func_end
+    .hidden _Py_trampoline_func_end
+_Py_trampoline_func_end:
+    .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
+
+#if (PY_TRAMP_BTI || PY_TRAMP_PAC) && defined(__ELF__)
+/* Tell the linker that this object is BTI and/or PAC ready, as the
+   compiler's objects are under the same -mbranch-protection, or it would
+   drop the property for the whole interpreter. */
+    .section .note.gnu.property, "a"
+    .p2align 3
+    .long   4                   /* name size */
+    .long   16                  /* descriptor size */
+    .long   5                   /* NT_GNU_PROPERTY_TYPE_0 */
+    .asciz  "GNU"
+    .long   0xc0000000          /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
+    .long   4                   /* data size */
+    .long   (PY_TRAMP_BTI * 1) | (PY_TRAMP_PAC * 2)  /* BTI = 1, PAC = 2 */
+    .p2align 3
+#endif
+
+#endif /* __aarch64__ */
+
+#if defined(__riscv) && __riscv_xlen == 64
+
+/*
+ * LP64 psABI: tstate, frame, throwflag and eval arrive in a0..a3, the
+ * return address in ra.  With frame pointers, s0 (fp) points just above
+ * the saved pair: ra at fp-8, the caller's fp at fp-16; that is what
+ * frame-pointer unwinders follow.  Compressed encodings are turned off
+ * here, so that the template's bytes do not depend on the assembler's
+ * -march (Python/perf_jit_trampoline.c checks them word by word).
+ *
+ *  offset  instruction          CFA      ra       s0
+ *  0       addi sp, sp, -16     sp       same     same
+ *  4       sd ra, 8(sp)         sp+16    same     same
+ *  8       sd s0, 0(sp)         sp+16    CFA-8    same
+ *  12      addi s0, sp, 16      sp+16    CFA-8    CFA-16
+ *  16      jalr a3              s0       CFA-8    CFA-16
+ *  20      ld ra, 8(sp)         sp+16    CFA-8    CFA-16
+ *  24      ld s0, 0(sp)         sp+16    same     CFA-16
+ *  28      addi sp, sp, 16      sp+16    same     same
+ *  32      ret                  sp       same     same
+ *
+ * The stack stays 16-byte aligned, as the psABI wants it at the call.
+ */
+    .text
+    .p2align 4
+    .globl  _Py_trampoline_func_start
+    .hidden _Py_trampoline_func_start
+    .type   _Py_trampoline_func_start, @function
+_Py_trampoline_func_start:
+    .cfi_startproc
+    .option push
+    .option norvc
+    addi    sp, sp, -16
+    .cfi_def_cfa_offset 16
+    sd      ra, 8(sp)
+    .cfi_offset ra, -8
+    sd      s0, 0(sp)
+    .cfi_offset s0, -16
+    addi    s0, sp, 16
+    .cfi_def_cfa s0, 0
+    jalr    a3
+    .cfi_def_cfa sp, 16
+    ld      ra, 8(sp)
+    .cfi_restore ra
+    ld      s0, 0(sp)
+    .cfi_restore s0
+    addi    sp, sp, 16
+    .cfi_def_cfa_offset 0
+    ret
+    .option pop
+    .cfi_endproc
+    .globl  _Py_trampoline_func_end
+    .hidden _Py_trampoline_func_end
+_Py_trampoline_func_end:
+    .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
+
+#endif /* __riscv && __riscv_xlen == 64 */
 
 #if defined(__linux__) && defined(__ELF__)
 /* The trampoline needs no executable stack. */

@@ -41,10 +41,16 @@
  * Memory: perf inject maps each trampoline together with its unwind data
  * (code rounded up to 8 bytes, then mapped_size bytes), and a neighbour
  * inside that range would cut the table off in perf's view.  So in this
- * mode trampolines are spaced 96 bytes apart instead of 16 (12 bytes of
- * code padded to 16, 80 bytes of unwind data: CIE 24, FDE 32, terminator
- * 4, header 20), plus the 16-byte slot record every trampoline has.  The
- * unwind bytes themselves are only in the file.
+ * mode trampolines are spaced 96 bytes apart instead of 16 on x86_64 (12
+ * bytes of code padded to 16, 80 bytes of unwind data: CIE 24, FDE 32,
+ * terminator 4, header 20), plus the 16-byte slot record every trampoline
+ * has; 112 (128 with PAC) on aarch64 and 144 on riscv64, whose templates
+ * and FDEs are longer.  The unwind bytes themselves are only in the file.
+ *
+ * Per architecture, below: the ELF machine of the header, and how the
+ * template's bytes become the CIE's constants and the FDE's rule changes
+ * (x86_64 with or without endbr64; aarch64 with or without bti c and
+ * paciasp/pacibsp ... autiasp/autibsp; riscv64).
  */
 
 #include "Python.h"
@@ -62,7 +68,6 @@
 
 #define JITDUMP_MAGIC 0x4A695444      /* "JiTD" as a little-endian u32 */
 #define JITDUMP_VERSION 1
-#define ELF_MACHINE_X86_64 62
 
 enum {
     JIT_CODE_LOAD = 0,
@@ -216,7 +221,27 @@ close_entry(bytes_writer *w, size_t start)
 #define DW_CFA_def_cfa 0x0c
 #define DW_CFA_def_cfa_register 0x0d
 #define DW_CFA_def_cfa_offset 0x0e
+#define DW_CFA_AARCH64_negate_ra_state 0x2d
 
+/* What the CIE and the FDE say about one template, per architecture:
+   the CIE's constants and initial rules, and the FDE's rule changes
+   (advance_loc included).  Each register save is at a multiple of 8
+   below the CFA, with a data alignment factor of -8 (sleb128 0x78). */
+typedef struct {
+    const char *augmentation;     /* "zR", or "zRB" (aarch64 PAC, key B) */
+    unsigned char code_align;
+    unsigned char ra_reg;
+    unsigned char cie[8];
+    size_t cie_size;
+    unsigned char fde[64];
+    size_t fde_size;
+} frame_rules;
+
+#define DATA_ALIGN_MINUS_8 0x78
+
+#if defined(__x86_64__)
+
+#define ELF_MACHINE 62                /* EM_X86_64 */
 #define DWARF_RSP 7
 #define DWARF_RBP 6
 #define DWARF_RA 16
@@ -231,15 +256,11 @@ static const unsigned char template_body[] = {
     0xc3,                         /* ret */
 };
 
-/* Build the unwind blob for the template, or fail with errno = ENOEXEC
-   when the template is not the one this table describes. */
+/* The rules of the template's `size` bytes at `code`, or -1 when the
+   template is not the one described here. */
 static int
-build_unwind_info(void)
+template_rules(const unsigned char *code, size_t size, frame_rules *r)
 {
-    const unsigned char *code =
-        (const unsigned char *)_Py_trampoline_func_start;
-    size_t size =
-        (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
     size_t e = 0;
     if (size >= sizeof(endbr64)
         && memcmp(code, endbr64, sizeof(endbr64)) == 0)
@@ -249,30 +270,250 @@ build_unwind_info(void)
     if (size != e + sizeof(template_body)
         || memcmp(code + e, template_body, sizeof(template_body)) != 0)
     {
+        return -1;
+    }
+    static const unsigned char fde[] = {
+        /* after push %rbp: CFA = rsp + 16, rbp saved at CFA - 16 */
+        0 /* advance_loc, set below */,
+        DW_CFA_def_cfa_offset, 16,
+        DW_CFA_offset(DWARF_RBP), 2,
+        /* after mov %rsp, %rbp: CFA = rbp + 16, through the call */
+        DW_CFA_advance_loc(3),
+        DW_CFA_def_cfa_register, DWARF_RBP,
+        /* after call *%rcx (2) and pop %rbp (1): CFA = rsp + 8, rbp
+           restored */
+        DW_CFA_advance_loc(3),
+        DW_CFA_def_cfa, DWARF_RSP, 8,
+        DW_CFA_restore(DWARF_RBP),
+    };
+    /* CIE: CFA = rsp + 8, return address at CFA - 8. */
+    *r = (frame_rules){
+        .augmentation = "zR",
+        .code_align = 1,
+        .ra_reg = DWARF_RA,
+        .cie = {DW_CFA_def_cfa, DWARF_RSP, 8, DW_CFA_offset(DWARF_RA), 1},
+        .cie_size = 5,
+    };
+    memcpy(r->fde, fde, sizeof(fde));
+    r->fde[0] = DW_CFA_advance_loc(e + 1);
+    r->fde_size = sizeof(fde);
+    return 0;
+}
+
+#elif defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64)
+
+/* Templates of fixed-size instruction words: each word the template may
+   contain, with the rule changes that hold after it. */
+typedef struct {
+    uint32_t insn;
+    unsigned char ops[8];
+    unsigned char nops;
+} insn_rule;
+
+#if defined(__aarch64__)
+
+#define ELF_MACHINE 183               /* EM_AARCH64 */
+#define DWARF_X29 29
+#define DWARF_X30 30
+#define DWARF_SP 31
+
+static const insn_rule bti_c = {0xd503245f, {0}, 0};
+/* paciasp, pacibsp; autiasp, autibsp: the return address in x30 (and
+   then in the frame record) is signed between them. */
+static const insn_rule pac_sign[2] = {
+    {0xd503233f, {DW_CFA_AARCH64_negate_ra_state}, 1},
+    {0xd503237f, {DW_CFA_AARCH64_negate_ra_state}, 1},
+};
+static const insn_rule pac_auth[2] = {
+    {0xd50323bf, {DW_CFA_AARCH64_negate_ra_state}, 1},
+    {0xd50323ff, {DW_CFA_AARCH64_negate_ra_state}, 1},
+};
+static const insn_rule frame_body[] = {
+    /* stp x29, x30, [sp, #-16]!: CFA = sp + 16, x29 at CFA - 16, x30 at
+       CFA - 8 */
+    {0xa9bf7bfd, {DW_CFA_def_cfa_offset, 16, DW_CFA_offset(DWARF_X29), 2,
+                  DW_CFA_offset(DWARF_X30), 1}, 6},
+    /* mov x29, sp: CFA = x29 + 16, through the call */
+    {0x910003fd, {DW_CFA_def_cfa_register, DWARF_X29}, 2},
+    /* blr x3 */
+    {0xd63f0060, {0}, 0},
+    /* ldp x29, x30, [sp], #16: CFA = sp, both restored */
+    {0xa8c17bfd, {DW_CFA_def_cfa, DWARF_SP, 0, DW_CFA_restore(DWARF_X29),
+                  DW_CFA_restore(DWARF_X30)}, 5},
+};
+static const insn_rule frame_ret = {0xd65f03c0, {0}, 0};
+
+/* The words the template must be: [bti c] [pac*sp] body [aut*sp] ret,
+   the keys of the two PAC instructions the same.  Returns their count,
+   or 0 when the template does not start as any of them. */
+static size_t
+expected_words(const uint32_t *words, size_t n, const insn_rule **seq,
+               frame_rules *r)
+{
+    size_t k = 0, i = 0;
+    int key = -1;
+    if (i < n && words[i] == bti_c.insn) {
+        seq[k++] = &bti_c;
+        i++;
+    }
+    for (int j = 0; j < 2 && i < n; j++) {
+        if (words[i] == pac_sign[j].insn) {
+            key = j;
+            seq[k++] = &pac_sign[j];
+            i++;
+            break;
+        }
+    }
+    for (size_t j = 0; j < Py_ARRAY_LENGTH(frame_body); j++) {
+        seq[k++] = &frame_body[j];
+    }
+    if (key >= 0) {
+        seq[k++] = &pac_auth[key];
+    }
+    seq[k++] = &frame_ret;
+    /* CIE: CFA = sp, the return address in x30 (not signed). */
+    *r = (frame_rules){
+        .augmentation = key == 1 ? "zRB" : "zR",
+        .code_align = 4,
+        .ra_reg = DWARF_X30,
+        .cie = {DW_CFA_def_cfa, DWARF_SP, 0},
+        .cie_size = 3,
+    };
+    return k;
+}
+
+#else /* riscv64 */
+
+#define ELF_MACHINE 243               /* EM_RISCV */
+#define DWARF_RA 1
+#define DWARF_SP 2
+#define DWARF_S0 8
+
+static const insn_rule frame_words[] = {
+    /* addi sp, sp, -16: CFA = sp + 16 */
+    {0xff010113, {DW_CFA_def_cfa_offset, 16}, 2},
+    /* sd ra, 8(sp) */
+    {0x00113423, {DW_CFA_offset(DWARF_RA), 1}, 2},
+    /* sd s0, 0(sp) */
+    {0x00813023, {DW_CFA_offset(DWARF_S0), 2}, 2},
+    /* addi s0, sp, 16: CFA = s0, through the call */
+    {0x01010413, {DW_CFA_def_cfa, DWARF_S0, 0}, 3},
+    /* jalr a3: back to CFA = sp + 16 before s0 is reloaded */
+    {0x000680e7, {DW_CFA_def_cfa, DWARF_SP, 16}, 3},
+    /* ld ra, 8(sp) */
+    {0x00813083, {DW_CFA_restore(DWARF_RA)}, 1},
+    /* ld s0, 0(sp) */
+    {0x00013403, {DW_CFA_restore(DWARF_S0)}, 1},
+    /* addi sp, sp, 16: CFA = sp */
+    {0x01010113, {DW_CFA_def_cfa_offset, 0}, 2},
+    /* ret */
+    {0x00008067, {0}, 0},
+};
+
+static size_t
+expected_words(const uint32_t *Py_UNUSED(words), size_t Py_UNUSED(n),
+               const insn_rule **seq, frame_rules *r)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < Py_ARRAY_LENGTH(frame_words); j++) {
+        seq[k++] = &frame_words[j];
+    }
+    /* CIE: CFA = sp, the return address in ra. */
+    *r = (frame_rules){
+        .augmentation = "zR",
+        .code_align = 4,
+        .ra_reg = DWARF_RA,
+        .cie = {DW_CFA_def_cfa, DWARF_SP, 0},
+        .cie_size = 3,
+    };
+    return k;
+}
+
+#endif
+
+#define TEMPLATE_MAX_WORDS 16
+
+/* The rules of the template's `size` bytes at `code`, word by word, or
+   -1 when the template is not exactly one that expected_words() knows. */
+static int
+template_rules(const unsigned char *code, size_t size, frame_rules *r)
+{
+    uint32_t words[TEMPLATE_MAX_WORDS];
+    const insn_rule *seq[TEMPLATE_MAX_WORDS];
+    size_t n = size / 4;
+    if (size % 4 != 0 || n > TEMPLATE_MAX_WORDS) {
+        return -1;
+    }
+    for (size_t i = 0; i < n; i++) {
+        /* Instructions are little-endian on both. */
+        words[i] = (uint32_t)code[4 * i] | (uint32_t)code[4 * i + 1] << 8
+                   | (uint32_t)code[4 * i + 2] << 16
+                   | (uint32_t)code[4 * i + 3] << 24;
+    }
+    if (expected_words(words, n, seq, r) != n) {
+        return -1;
+    }
+    size_t last = 0;              /* where the rules last changed */
+    r->fde_size = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (words[i] != seq[i]->insn) {
+            return -1;
+        }
+        if (seq[i]->nops == 0) {
+            continue;
+        }
+        size_t delta = (4 * (i + 1) - last) / r->code_align;
+        if (delta > 0x3f
+            || r->fde_size + 1 + seq[i]->nops > sizeof(r->fde))
+        {
+            return -1;
+        }
+        r->fde[r->fde_size++] = DW_CFA_advance_loc(delta);
+        memcpy(r->fde + r->fde_size, seq[i]->ops, seq[i]->nops);
+        r->fde_size += seq[i]->nops;
+        last = 4 * (i + 1);
+    }
+    return 0;
+}
+
+#else
+#  error "PY_HAVE_PERF_TRAMPOLINE is defined but this file has no unwind rules for this architecture's template"
+#endif
+
+/* Build the unwind blob for the template, or fail with errno = ENOEXEC
+   when the template is not the one this table describes. */
+static int
+build_unwind_info(void)
+{
+    const unsigned char *code =
+        (const unsigned char *)_Py_trampoline_func_start;
+    size_t size =
+        (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    frame_rules r;
+    if (template_rules(code, size, &r) < 0) {
         errno = ENOEXEC;
         return -1;
     }
 
     bytes_writer w = {jit.unwind, 0, sizeof(jit.unwind)};
 
-    /* CIE: CFA = rsp + 8, return address at CFA - 8. */
+    /* CIE */
     size_t cie = w.n;
     put_u32(&w, 0);               /* length, patched */
     put_u32(&w, 0);               /* CIE id */
     put_u8(&w, 1);                /* version */
-    put_u8(&w, 'z');
-    put_u8(&w, 'R');
+    for (const char *a = r.augmentation; *a; a++) {
+        put_u8(&w, (unsigned char)*a);
+    }
     put_u8(&w, 0);
-    put_u8(&w, 1);                /* code alignment factor */
-    put_u8(&w, 0x78);             /* data alignment factor: sleb128 -8 */
-    put_u8(&w, DWARF_RA);         /* return address register */
+    put_u8(&w, r.code_align);     /* code alignment factor */
+    put_u8(&w, DATA_ALIGN_MINUS_8);   /* data alignment factor: -8 */
+    put_u8(&w, r.ra_reg);         /* return address register */
     put_u8(&w, 1);                /* augmentation data length */
     put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
-    put_u8(&w, DW_CFA_def_cfa);
-    put_u8(&w, DWARF_RSP);
-    put_u8(&w, 8);
-    put_u8(&w, DW_CFA_offset(DWARF_RA));
-    put_u8(&w, 1);                /* at CFA - 1 * 8 */
+    for (size_t i = 0; i < r.cie_size; i++) {
+        put_u8(&w, r.cie[i]);
+    }
     close_entry(&w, cie);
 
     /* FDE: one rule change per instruction that changes the frame. */
@@ -283,22 +524,9 @@ build_unwind_info(void)
     put_u32(&w, (uint32_t)(-(int32_t)(size + w.n)));
     put_u32(&w, (uint32_t)size);  /* pc_range */
     put_u8(&w, 0);                /* augmentation data length */
-    /* after push %rbp: CFA = rsp + 16, rbp saved at CFA - 16 */
-    put_u8(&w, DW_CFA_advance_loc(e + 1));
-    put_u8(&w, DW_CFA_def_cfa_offset);
-    put_u8(&w, 16);
-    put_u8(&w, DW_CFA_offset(DWARF_RBP));
-    put_u8(&w, 2);
-    /* after mov %rsp, %rbp: CFA = rbp + 16, through the call */
-    put_u8(&w, DW_CFA_advance_loc(3));
-    put_u8(&w, DW_CFA_def_cfa_register);
-    put_u8(&w, DWARF_RBP);
-    /* after call *%rcx (2) and pop %rbp (1): CFA = rsp + 8, rbp restored */
-    put_u8(&w, DW_CFA_advance_loc(3));
-    put_u8(&w, DW_CFA_def_cfa);
-    put_u8(&w, DWARF_RSP);
-    put_u8(&w, 8);
-    put_u8(&w, DW_CFA_restore(DWARF_RBP));
+    for (size_t i = 0; i < r.fde_size; i++) {
+        put_u8(&w, r.fde[i]);
+    }
     close_entry(&w, fde);
     put_u32(&w, 0);               /* terminator */
     size_t eh_frame_size = w.n;
@@ -393,7 +621,7 @@ jit_init(_PyPerfFile *file)
         .magic = JITDUMP_MAGIC,
         .version = JITDUMP_VERSION,
         .total_size = sizeof(jit_header),
-        .elf_mach = ELF_MACHINE_X86_64,
+        .elf_mach = ELF_MACHINE,
         .pid = jit.pid,
         .timestamp = timestamp(),
         .flags = 0,

@@ -29,6 +29,14 @@ if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
 
 HAVE_TRAMPOLINE = bool(sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"))
+# Where configure's probe finds no trampoline template (Linux on x86_64,
+# aarch64 and riscv64 have one), the tests of trampolines skip with this.
+NO_TRAMPOLINE = (f"perf trampoline not supported on this platform "
+                 f"({sysconfig.get_config_var('MULTIARCH') or sys.platform}"
+                 f" has no PY_HAVE_PERF_TRAMPOLINE)")
+# The jitdump header's ELF machine, per architecture.
+JIT_ELF_MACHINE = {"x86_64": 62, "aarch64": 183,
+                   "riscv64": 243}.get(os.uname().machine, 0)
 # Frame-pointer unwinding (perf record -g) only works through an
 # interpreter built with frame pointers; the distribution-style build is
 # profiled with DWARF unwinding and the jitdump instead.
@@ -417,7 +425,7 @@ class PerfTestCase(unittest.TestCase):
                 script, pid)
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
 @unittest.skipUnless(HAVE_FRAME_POINTERS,
                      "perf record -g cannot unwind a build without frame "
@@ -543,7 +551,7 @@ class TestPerfProfiling(PerfTestCase):
                                     + "\n".join(code))
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestPerfMapFile(PerfTestCase):
 
     SOURCE = textwrap.dedent("""\
@@ -872,7 +880,7 @@ FORK_INHERITED_SOURCE = FORK_SOURCE_TEMPLATE.format(
     before_fork=CHILD_WORK + "child_work(10)", after_fork="")
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestProcessShapes(PerfTestCase):
     """Forked children, embedding, other writers of the map, other frame
     evaluators, sub-interpreters."""
@@ -1314,7 +1322,7 @@ def read_jitdump(path, pid, exited_normally=True):
     assert magic == 0x4A695444, hex(magic)
     assert version == 1, version
     assert total_size == 40, total_size
-    assert elf_mach == 62, elf_mach
+    assert elf_mach == JIT_ELF_MACHINE, elf_mach
     assert pad1 == 0 and flags == 0, (pad1, flags)
     assert hpid == pid, (hpid, pid)
     pos, last_ts, records = 40, ts, []
@@ -1490,7 +1498,8 @@ class TestJitDumpReader(unittest.TestCase):
     """The reader must reject what is wrong (so that it can catch us)."""
 
     def test_rejects_bad_magic_and_sizes(self):
-        good = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, 7, 1, 0)
+        good = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40,
+                           JIT_ELF_MACHINE, 0, 7, 1, 0)
         close = struct.pack("<IIQ", 3, 16, 2)
         with tempfile.NamedTemporaryFile() as f:
             f.write(good + close)
@@ -1508,7 +1517,7 @@ class TestJitDumpReader(unittest.TestCase):
                     read_jitdump(f.name, 7)
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestJitDumpFile(unittest.TestCase):
     """The dump itself, without perf."""
 
@@ -1702,7 +1711,7 @@ def check_planted_symlink(test, path, option):
     test.assertTrue(os.path.islink(path))
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 @unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
 class TestPerfJit(PerfTestCase):
     """perf record --call-graph dwarf + perf inject --jit, on this build
@@ -1806,12 +1815,35 @@ class TestSysApi(unittest.TestCase):
 
     @unittest.skipIf(HAVE_TRAMPOLINE, "build supports trampolines")
     def test_unsupported_build(self):
-        with self.assertRaises(ValueError):
-            sys.activate_stack_trampoline("perf")
+        for backend in ("perf", "perf_jit"):
+            with self.assertRaisesRegex(ValueError, "not available"):
+                sys.activate_stack_trampoline(backend)
         self.assertIsNone(sys.deactivate_stack_trampoline())
         self.assertFalse(sys.is_stack_trampoline_active())
 
-    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    @unittest.skipIf(HAVE_TRAMPOLINE, "build supports trampolines")
+    def test_unsupported_build_options(self):
+        # Accepted, and nothing happens but one warning, however many ways
+        # ask for it.
+        code = "import sys; print(sys.is_stack_trampoline_active())"
+        for args, extra in ((["-X", "perf"], {}),
+                            (["-X", "perf_jit"], {}),
+                            (["-X", "perf", "-X", "perf_jit"],
+                             {"PYTHONPERFSUPPORT": "1"}),
+                            ([], {"PYTHONPERFSUPPORT": "1"}),
+                            ([], {"PYTHON_PERF_JIT_SUPPORT": "1"}),
+                            ([], {"PYTHONPERFSUPPORT": "1",
+                                  "PYTHON_PERF_JIT_SUPPORT": "1"})):
+            with self.subTest(args=args, env=extra):
+                proc = run_python(*args, "-c", code, env=env_with(**extra))
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout, "False\n")
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                                 proc.stderr)
+                self.assertIn("perf trampoline not available on this "
+                              "platform", proc.stderr)
+
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
     def test_activate_deactivate_repeatedly(self):
         self.check("""
             import os, sys
@@ -1829,7 +1861,7 @@ class TestSysApi(unittest.TestCase):
                 f()
             """)
 
-    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
     def test_precedence(self):
         active = "import sys, os; print('PID', os.getpid()); " \
                  "print(sys.is_stack_trampoline_active())"
@@ -1855,7 +1887,7 @@ class TestSysApi(unittest.TestCase):
             """, "-X", "perf")
         self.assertEqual(proc.stdout.split()[-1], "False")
 
-    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
     def test_other_eval_frame_hook_refused(self):
         try:
             import _testinternalcapi
@@ -1875,7 +1907,7 @@ class TestSysApi(unittest.TestCase):
             assert not sys.is_stack_trampoline_active()
             """)
 
-    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
     def test_other_co_extra_users_unaffected(self):
         # Trampolines live in co_extra, which sizes each code object's
         # array for every registered user: another user's free function
@@ -1917,7 +1949,7 @@ class TestSysApi(unittest.TestCase):
                                   proc.stdout.splitlines()[-1]),
                                  (0, "[1234]"), proc.stderr)
 
-    @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
     def test_semantics_unchanged_under_trampoline(self):
         # Calls of every kind, exceptions through trampolined frames,
         # generators, recursion limits and tracing behave as without.
@@ -1978,7 +2010,7 @@ class TestSysApi(unittest.TestCase):
                          "[10, 6, 6, 7, 20, 22, 'index', 'recursion', 1]")
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestChildProcesses(unittest.TestCase):
     """Children started with the interpreter's flags (multiprocessing's
     spawn and forkserver, subprocess with _args_from_interpreter_flags())
@@ -2154,6 +2186,7 @@ class TestChildProcesses(unittest.TestCase):
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stdout.splitlines()[-1],
                                  str(expected))
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestHostileInput(unittest.TestCase):
     """Bad input and hostile environments, one test per row of the README
     table "Bad input and hostile environments": a clear error or warning,
@@ -2826,7 +2859,7 @@ for limit in (50, 1000, 150_000, 1000):
 """
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestDeepRecursion(PerfTestCase):
     """A trampolined call spends native stack where stock 3.11 spends
     none: past a per-thread budget calls must run inline, never crash."""
@@ -2915,9 +2948,10 @@ class TestDeepRecursion(PerfTestCase):
 
 class TestBuild(unittest.TestCase):
 
-    @unittest.skipUnless(sys.platform == "linux"
-                         and os.uname().machine == "x86_64",
-                         "the trampoline is built on Linux x86_64")
+    @unittest.skipUnless(sys.platform == "linux" and os.uname().machine
+                         in ("x86_64", "aarch64", "riscv64"),
+                         "the trampoline is built on Linux x86_64, aarch64 "
+                         "and riscv64")
     def test_sysconfig_reports_trampoline(self):
         proc = run_python("-m", "sysconfig")
         self.assertIn('PY_HAVE_PERF_TRAMPOLINE = "1"', proc.stdout)

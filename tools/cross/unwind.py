@@ -1,0 +1,755 @@
+"""Check a native stack recorded by the cross-built interpreter
+(tools/cross/stackwalk.c, tools/cross/three_deep.py), on the build machine.
+
+    unwind.py --mode perf|perf_jit --arch aarch64|riscv64 --dir DIR
+              --python TARGET_PYTHON --helper HELPER_SO
+
+--mode perf: the helper's walk of the frame records, each return address
+named through the process's perf-PID.map or the ELF symbols.
+--mode perf_jit: a DWARF unwind of the copied stack from the registers the
+helper took, with the rules of the jitdump's FDEs for the trampolines and of
+the ELF files' .eh_frame for the interpreter and the helper (a small CFI
+interpreter, below).  Each trampoline's rules are first checked at every
+instruction against a model of its code.
+
+Either way the stack must show py::f3, py::f2, py::f1 and py::<module> of
+three_deep.py, innermost first, each entered from
+_PyPerfTrampoline_EvalFrame or eval_frame_new_code and running
+_PyEval_EvalFrameDefault.  Exits 1 with the reasons otherwise.
+"""
+
+import argparse
+import bisect
+import os
+import struct
+import sys
+
+TRAMPOLINE_CALLERS = ("_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
+EXPECTED = ("f3", "f2", "f1", "<module>")
+ARCH = {
+    # e_machine, DWARF numbers of the stack pointer and return address
+    # column
+    "aarch64": dict(machine=183, sp=31, ra=30),
+    "riscv64": dict(machine=243, sp=2, ra=1),
+}
+PAC_MASK = (1 << 48) - 1
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(cond, message):
+    if not cond:
+        raise CheckFailed(message)
+
+
+# ---- little readers -------------------------------------------------------
+
+def uleb(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def sleb(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            if byte & 0x40:
+                result -= 1 << shift
+            return result, pos
+
+
+def read_pointer(data, pos, enc, field_addr, data_base=None):
+    """Decode a DW_EH_PE_* pointer at data[pos]; field_addr is the address
+    of the field itself (for pcrel)."""
+    if enc == 0xff:
+        return None, pos
+    fmt = enc & 0x0f
+    if fmt == 0x01:
+        value, end = uleb(data, pos)
+    elif fmt == 0x09:
+        value, end = sleb(data, pos)
+    else:
+        code, size = {0x00: ("<Q", 8), 0x02: ("<H", 2), 0x03: ("<I", 4),
+                      0x04: ("<Q", 8), 0x0a: ("<h", 2), 0x0b: ("<i", 4),
+                      0x0c: ("<q", 8)}[fmt]
+        value = struct.unpack_from(code, data, pos)[0]
+        end = pos + size
+    app = enc & 0x70
+    if app == 0x10:
+        value += field_addr
+    elif app == 0x30:
+        value += data_base
+    elif app != 0:
+        raise CheckFailed(f"pointer encoding {enc:#x} not handled")
+    check(not enc & 0x80, "indirect pointers are not expected here")
+    return value & 0xffffffffffffffff, end
+
+
+# ---- .eh_frame ------------------------------------------------------------
+
+class Cie:
+    pass
+
+
+class Fde:
+    def __init__(self, cie, start, end, instructions):
+        self.cie, self.start, self.end = cie, start, end
+        self.instructions = instructions
+
+
+def parse_eh_frame(data, addr, strict=False, debug_frame=False):
+    """The FDEs of an .eh_frame section loaded at `addr`, sorted; or of a
+    .debug_frame section (whose CIE ids are 0xffffffff, whose CIE pointers
+    are offsets in the section and whose addresses are absolute)."""
+    cie_id = 0xffffffff if debug_frame else 0
+    cies, fdes, pos = {}, [], 0
+    while pos + 4 <= len(data):
+        length = struct.unpack_from("<I", data, pos)[0]
+        if length == 0:
+            break
+        check(length != 0xffffffff, "64-bit DWARF entries not handled")
+        start, end = pos + 4, pos + 4 + length
+        check(end <= len(data), "entry runs past the section")
+        if strict:
+            check(length % 8 == 4, f"entry at {pos} not padded to 8 bytes")
+        entry_id = struct.unpack_from("<I", data, start)[0]
+        if entry_id == cie_id:
+            cie = Cie()
+            p = start + 4
+            cie.version = data[p]
+            p += 1
+            nul = data.index(b"\0", p)
+            cie.augmentation = data[p:nul].decode()
+            p = nul + 1
+            if cie.version == 4:
+                check(data[p] == 8, "address size")
+                p += 2                 # address and segment selector sizes
+            cie.code_align, p = uleb(data, p)
+            cie.data_align, p = sleb(data, p)
+            if cie.version == 1:
+                cie.ra, p = data[p], p + 1
+            else:
+                cie.ra, p = uleb(data, p)
+            # Without an 'R' augmentation, FDE addresses are absolute.
+            cie.fde_enc, cie.b_key, cie.signal = 0, False, False
+            if cie.augmentation.startswith("z"):
+                alen, p = uleb(data, p)
+                aug_end = p + alen
+                for ch in cie.augmentation[1:]:
+                    if ch == "R":
+                        cie.fde_enc, p = data[p], p + 1
+                    elif ch == "P":
+                        enc, p = data[p], p + 1
+                        _, p = read_pointer(data, p, enc & 0x7f, addr + p)
+                    elif ch == "L":
+                        p += 1
+                    elif ch == "S":
+                        cie.signal = True
+                    elif ch == "B":
+                        cie.b_key = True
+                    else:
+                        raise CheckFailed(f"augmentation {cie.augmentation}")
+                p = aug_end
+            cie.initial = data[p:end]
+            cies[pos] = cie
+        else:
+            cie_pos = entry_id if debug_frame else start - entry_id
+            check(cie_pos in cies, f"FDE at {pos} names no CIE")
+            cie = cies[cie_pos]
+            p = start + 4
+            pc_begin, p = read_pointer(data, p, cie.fde_enc, addr + p)
+            pc_range, p = read_pointer(data, p, cie.fde_enc & 0x0f, 0)
+            if cie.augmentation.startswith("z"):
+                alen, p = uleb(data, p)
+                p += alen
+            fdes.append(Fde(cie, pc_begin, pc_begin + pc_range, data[p:end]))
+        pos = end
+    fdes.sort(key=lambda f: f.start)
+    return fdes
+
+
+class Row:
+    """The unwind rules in force at one address."""
+
+    def __init__(self):
+        self.cfa = None           # (register, offset)
+        self.regs = {}            # register -> ("offset", n) | ("same",)
+                                  # | ("undefined",) | ("register", r)
+                                  # | ("val_offset", n)
+        self.ra_signed = False    # aarch64 pointer authentication
+
+    def copy(self):
+        row = Row()
+        row.cfa, row.regs, row.ra_signed = self.cfa, dict(self.regs), \
+            self.ra_signed
+        return row
+
+
+def run_cfa(fde, target, arch):
+    """Execute the CIE's and FDE's instructions up to `target`."""
+    cie = fde.cie
+    row = Row()
+    initial = None
+    for program, is_cie in ((cie.initial, True), (fde.instructions, False)):
+        loc, pos, stack = fde.start, 0, []
+        while pos < len(program):
+            op = program[pos]
+            pos += 1
+            high, low = op & 0xc0, op & 0x3f
+            advance = None
+            if high == 0x40:
+                advance = low * cie.code_align
+            elif high == 0x80:
+                n, pos = uleb(program, pos)
+                row.regs[low] = ("offset", n * cie.data_align)
+            elif high == 0xc0:
+                row.regs[low] = initial.regs.get(low, ("same",))
+            elif op == 0x00:
+                pass
+            elif op in (0x02, 0x03, 0x04):
+                size = {0x02: 1, 0x03: 2, 0x04: 4}[op]
+                advance = int.from_bytes(program[pos:pos + size],
+                                         "little") * cie.code_align
+                pos += size
+            elif op == 0x05:
+                r, pos = uleb(program, pos)
+                n, pos = uleb(program, pos)
+                row.regs[r] = ("offset", n * cie.data_align)
+            elif op == 0x06:
+                r, pos = uleb(program, pos)
+                row.regs[r] = initial.regs.get(r, ("same",))
+            elif op == 0x07:
+                r, pos = uleb(program, pos)
+                row.regs[r] = ("undefined",)
+            elif op == 0x08:
+                r, pos = uleb(program, pos)
+                row.regs[r] = ("same",)
+            elif op == 0x09:
+                r, pos = uleb(program, pos)
+                r2, pos = uleb(program, pos)
+                row.regs[r] = ("register", r2)
+            elif op == 0x0a:
+                stack.append(row.copy())
+            elif op == 0x0b:
+                row = stack.pop()
+            elif op == 0x0c:
+                r, pos = uleb(program, pos)
+                n, pos = uleb(program, pos)
+                row.cfa = (r, n)
+            elif op == 0x0d:
+                r, pos = uleb(program, pos)
+                row.cfa = (r, row.cfa[1] if row.cfa else 0)
+            elif op == 0x0e:
+                n, pos = uleb(program, pos)
+                check(row.cfa is not None, "def_cfa_offset without a CFA")
+                row.cfa = (row.cfa[0], n)
+            elif op == 0x11:
+                r, pos = uleb(program, pos)
+                n, pos = sleb(program, pos)
+                row.regs[r] = ("offset", n * cie.data_align)
+            elif op == 0x12:
+                r, pos = uleb(program, pos)
+                n, pos = sleb(program, pos)
+                row.cfa = (r, n * cie.data_align)
+            elif op == 0x13:
+                n, pos = sleb(program, pos)
+                row.cfa = (row.cfa[0], n * cie.data_align)
+            elif op == 0x14:
+                r, pos = uleb(program, pos)
+                n, pos = uleb(program, pos)
+                row.regs[r] = ("val_offset", n * cie.data_align)
+            elif op == 0x2d and arch == "aarch64":
+                row.ra_signed = not row.ra_signed
+            elif op == 0x2e:
+                _, pos = uleb(program, pos)       # GNU_args_size
+            else:
+                raise CheckFailed(f"CFA instruction {op:#x} not handled")
+            if advance is not None:
+                check(not is_cie, "advance_loc in a CIE")
+                if loc + advance > target:
+                    break
+                loc += advance
+        if is_cie:
+            initial = row.copy()
+    return row
+
+
+# ---- ELF files --------------------------------------------------------------
+
+class Elf:
+    def __init__(self, path):
+        with open(path, "rb") as f:
+            data = f.read()
+        check(data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1,
+              f"{path}: not a little-endian ELF64 file")
+        self.path = path
+        self.machine = struct.unpack_from("<H", data, 18)[0]
+        phoff, shoff = struct.unpack_from("<QQ", data, 32)
+        phentsize, phnum, shentsize, shnum, shstrndx = struct.unpack_from(
+            "<HHHHH", data, 54)
+        loads = []
+        for i in range(phnum):
+            ptype, _, offset, vaddr = struct.unpack_from(
+                "<IIQQ", data, phoff + i * phentsize)
+            if ptype == 1:
+                loads.append((offset, vaddr))
+        self.first_load = min(loads, key=lambda l: l[1])
+        sections = []
+        for i in range(shnum):
+            (name, stype, flags, addr, offset, size, link, info, align,
+             entsize) = struct.unpack_from("<IIQQQQIIQQ", data,
+                                           shoff + i * shentsize)
+            sections.append((name, stype, addr, offset, size, link))
+        names_off = sections[shstrndx][3]
+
+        def sname(n):
+            return data[names_off + n:data.index(b"\0", names_off + n)] \
+                .decode()
+        self.sections = {sname(s[0]): s for s in sections}
+        self.data = data
+        self.symbols = []
+        if ".symtab" in self.sections:
+            _, _, _, offset, size, link = self.sections[".symtab"]
+            stroff = sections[link][3]
+            for p in range(offset, offset + size, 24):
+                name, info, other, shndx, value, ssize = struct.unpack_from(
+                    "<IBBHQQ", data, p)
+                if info & 0xf == 2 and value:            # STT_FUNC
+                    end = data.index(b"\0", stroff + name)
+                    self.symbols.append(
+                        (value, ssize, data[stroff + name:end].decode()))
+        self.symbols.sort()
+        self.starts = [s[0] for s in self.symbols]
+        # .eh_frame, then .debug_frame (GCC 12 for riscv64 makes no
+        # unwind tables unless asked; -g gives .debug_frame, which perf's
+        # unwinder reads too).
+        self.frames = []
+        for name, debug in ((".eh_frame", False), (".debug_frame", True)):
+            if name in self.sections:
+                _, _, addr, offset, size, _ = self.sections[name]
+                self.frames.append((data[offset:offset + size], addr, debug))
+        self.fdes = None
+        self.bias = None
+
+    def locate(self, maps):
+        """Find the load bias in the process's maps lines."""
+        real = os.path.realpath(self.path)
+        for line in maps:
+            fields = line.split()
+            if len(fields) >= 6 and int(fields[2], 16) == 0 and (
+                    os.path.realpath(fields[5]) == real
+                    or os.path.basename(fields[5])
+                    == os.path.basename(self.path)):
+                start = int(fields[0].split("-")[0], 16)
+                offset, vaddr = self.first_load
+                self.bias = start - (vaddr - offset)
+                return
+        raise CheckFailed(f"{self.path} is not in the process's maps")
+
+    def symbol(self, addr):
+        a = addr - self.bias
+        i = bisect.bisect_right(self.starts, a) - 1
+        if i >= 0:
+            value, size, name = self.symbols[i]
+            if value <= a < value + max(size, 1):
+                return name
+        return None
+
+    def contains(self, addr):
+        a = addr - self.bias
+        return any(vaddr <= a < vaddr + size for _, stype, vaddr, _, size, _
+                   in self.sections.values() if stype == 1 and vaddr)
+
+    def fde(self, addr):
+        if self.fdes is None:
+            self.fdes = []
+            for data, addr0, debug in self.frames:
+                fdes = parse_eh_frame(data, addr0, debug_frame=debug)
+                self.fdes.append((fdes, [f.start for f in fdes]))
+        a = addr - self.bias
+        for fdes, starts in self.fdes:
+            i = bisect.bisect_right(starts, a) - 1
+            if i >= 0 and fdes[i].start <= a < fdes[i].end:
+                return fdes[i], self.bias
+        return None, None
+
+
+# ---- the jitdump ------------------------------------------------------------
+
+def read_jitdump(path, pid, machine):
+    """{code_addr: (size, name, code, fdes)} from the dump's records."""
+    with open(path, "rb") as f:
+        data = f.read()
+    (magic, version, total, elf_mach, _, hpid, _, _) = struct.unpack_from(
+        "<IIIIIIQQ", data, 0)
+    check(magic == 0x4A695444 and version == 1 and total == 40,
+          "bad jitdump header")
+    check(elf_mach == machine,
+          f"jitdump e_machine is {elf_mach}, expected {machine}")
+    check(hpid == pid, "jitdump pid")
+    pos, unwind, loads = 40, None, {}
+    while pos + 16 <= len(data):
+        rid, size, _ = struct.unpack_from("<IIQ", data, pos)
+        if rid == 0 and size == 0:
+            break
+        body = data[pos + 16:pos + size]
+        if rid == 4:                                   # UNWINDING_INFO
+            usize, hsize, _ = struct.unpack_from("<QQQ", body, 0)
+            unwind = (body[24:24 + usize], hsize)
+        elif rid == 0:                                 # CODE_LOAD
+            _, _, vma, addr, csize, _ = struct.unpack_from("<IIQQQQ",
+                                                           body, 0)
+            end = body.index(b"\0", 40)
+            name = body[40:end].decode()
+            code = body[end + 1:end + 1 + csize]
+            check(unwind is not None, f"{name}: no unwinding record before")
+            loads[addr] = (csize, name, code, unwind_fdes(unwind, addr,
+                                                          csize))
+            unwind = None
+        pos += size
+    return loads
+
+
+def unwind_fdes(unwind, addr, size):
+    """The FDE of one trampoline: perf lays its .eh_frame right after the
+    code, and its .eh_frame_hdr right after that."""
+    blob, hdr_size = unwind
+    eh_frame = blob[:len(blob) - hdr_size]
+    eh_addr = addr + size
+    fdes = parse_eh_frame(eh_frame, eh_addr, strict=True)
+    check(len(fdes) == 1, "one FDE per trampoline")
+    fde = fdes[0]
+    check((fde.start, fde.end) == (addr, addr + size),
+          f"FDE covers {fde.start:#x}-{fde.end:#x}, the code is "
+          f"{addr:#x}-{addr + size:#x}")
+    hdr = blob[len(blob) - hdr_size:]
+    hdr_addr = eh_addr + len(eh_frame)
+    check(hdr[0] == 1, ".eh_frame_hdr version")
+    ptr, p = read_pointer(hdr, 4, hdr[1], hdr_addr + 4)
+    check(ptr == eh_addr, ".eh_frame_hdr does not point to the .eh_frame")
+    count, p = read_pointer(hdr, p, hdr[2], 0)
+    check(count == 1, ".eh_frame_hdr FDE count")
+    loc, p = read_pointer(hdr, p, hdr[3], 0, hdr_addr)
+    check(loc == addr, ".eh_frame_hdr table does not start at the code")
+    return fde
+
+
+# ---- the trampoline's code, run on a model machine ----------------------------
+
+class Signed:
+    """A return address carrying a pointer authentication code."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def __eq__(self, other):
+        return isinstance(other, Signed) and other.value == self.value
+
+
+def model_step(arch, word, regs, mem):
+    """Run one instruction of the template on the model; False at ret."""
+    if arch == "aarch64":
+        if word == 0xd503245f:                          # bti c
+            pass
+        elif word in (0xd503233f, 0xd503237f):          # paci[ab]sp
+            regs[30] = Signed(regs[30])
+        elif word in (0xd50323bf, 0xd50323ff):          # auti[ab]sp
+            check(isinstance(regs[30], Signed), "aut of an unsigned x30")
+            regs[30] = regs[30].value
+        elif word == 0xa9bf7bfd:                        # stp x29, x30, [sp, #-16]!
+            regs[31] -= 16
+            mem[regs[31]], mem[regs[31] + 8] = regs[29], regs[30]
+        elif word == 0x910003fd:                        # mov x29, sp
+            regs[29] = regs[31]
+        elif word == 0xd63f0060:                        # blr x3
+            regs[30] = "clobbered by the call"
+        elif word == 0xa8c17bfd:                        # ldp x29, x30, [sp], #16
+            regs[29], regs[30] = mem[regs[31]], mem[regs[31] + 8]
+            regs[31] += 16
+        elif word == 0xd65f03c0:                        # ret
+            return False
+        else:
+            raise CheckFailed(f"unknown aarch64 instruction {word:#010x}")
+    else:
+        if word == 0xff010113:                          # addi sp, sp, -16
+            regs[2] -= 16
+        elif word == 0x00113423:                        # sd ra, 8(sp)
+            mem[regs[2] + 8] = regs[1]
+        elif word == 0x00813023:                        # sd s0, 0(sp)
+            mem[regs[2]] = regs[8]
+        elif word == 0x01010413:                        # addi s0, sp, 16
+            regs[8] = regs[2] + 16
+        elif word == 0x000680e7:                        # jalr a3
+            regs[1] = "clobbered by the call"
+        elif word == 0x00813083:                        # ld ra, 8(sp)
+            regs[1] = mem[regs[2] + 8]
+        elif word == 0x00013403:                        # ld s0, 0(sp)
+            regs[8] = mem[regs[2]]
+        elif word == 0x01010113:                        # addi sp, sp, 16
+            regs[2] += 16
+        elif word == 0x00008067:                        # ret
+            return False
+        else:
+            raise CheckFailed(f"unknown riscv64 instruction {word:#010x}")
+    return True
+
+
+def check_trampoline_rules(arch, code, fde, name):
+    """At the start of every instruction of the trampoline, the FDE's row
+    must give back the caller's CFA, frame pointer and return address from
+    the model machine's state."""
+    info = ARCH[arch]
+    sp, ra = info["sp"], info["ra"]
+    fp = 29 if arch == "aarch64" else 8
+    entry_sp, caller_fp, return_to = 0x7000, 0xf00d0, 0x4000123
+    regs = {sp: entry_sp, fp: caller_fp, ra: return_to}
+    mem = {}
+    check(len(code) % 4 == 0, f"{name}: code size {len(code)}")
+    if arch == "aarch64":
+        # Key B needs the CIE's "B" augmentation, key A must not have it.
+        words = {int.from_bytes(code[i:i + 4], "little")
+                 for i in range(0, len(code), 4)}
+        check(fde.cie.b_key == (0xd503237f in words),
+              f"{name}: CIE augmentation {fde.cie.augmentation!r} for "
+              f"{'pacibsp' if 0xd503237f in words else 'no key B'}")
+    for offset in range(0, len(code), 4):
+        row = run_cfa(fde, fde.start + offset, arch)
+        where = f"{name}+{offset}"
+        check(row.cfa is not None and row.cfa[0] in regs,
+              f"{where}: CFA rule {row.cfa}")
+        check(isinstance(regs[row.cfa[0]], int), f"{where}: CFA register")
+        cfa = regs[row.cfa[0]] + row.cfa[1]
+        check(cfa == entry_sp, f"{where}: CFA {cfa:#x}, not {entry_sp:#x}")
+        for reg, want in ((fp, caller_fp), (ra, return_to)):
+            rule = row.regs.get(reg, ("same",))
+            if rule[0] == "offset":
+                got = mem.get(cfa + rule[1])
+            elif rule[0] == "same":
+                got = regs[reg]
+            else:
+                raise CheckFailed(f"{where}: rule {rule} for r{reg}")
+            if reg == ra and arch == "aarch64":
+                check(row.ra_signed == isinstance(got, Signed),
+                      f"{where}: the return address is "
+                      f"{'' if isinstance(got, Signed) else 'not '}signed, "
+                      f"the rules say the opposite")
+                if isinstance(got, Signed):
+                    got = got.value
+            check(got == want, f"{where}: r{reg} unwinds to {got!r}, "
+                               f"not {want:#x}")
+        word = int.from_bytes(code[offset:offset + 4], "little")
+        if not model_step(arch, word, regs, mem):
+            check(offset + 4 == len(code), f"{where}: ret before the end")
+
+
+def planted_errors(arch, name, code, fde):
+    """The rule check must catch a table without its first or without its
+    last rule change (the rules after the first advance_loc, or after the
+    last, removed)."""
+    program = fde.instructions
+    groups = [i for i, op in enumerate(program) if op & 0xc0 == 0x40]
+    check(len(groups) >= 2, f"{name}: fewer than two rule changes")
+    ends = groups[1:] + [len(program)]
+    for which, (start, end) in (("first", (groups[0], ends[0])),
+                                ("last", (groups[-1], ends[-1]))):
+        planted = Fde(fde.cie, fde.start, fde.end,
+                      program[:start + 1] + program[end:])
+        try:
+            check_trampoline_rules(arch, code, planted, name)
+        except CheckFailed as e:
+            print(f"unwind: planted error ({which} rule change removed) "
+                  f"caught: {e}")
+        else:
+            raise CheckFailed(f"the rule check misses a table without its "
+                              f"{which} rule change")
+
+
+# ---- the stack ------------------------------------------------------------------
+
+def read_capture(directory):
+    fp, regs, maps, pid, stack = [], {}, [], None, None
+    with open(os.path.join(directory, "stack.txt")) as f:
+        for line in f:
+            kind, _, rest = line.rstrip("\n").partition(" ")
+            if kind == "pid":
+                pid = int(rest)
+            elif kind == "fp":
+                fp.append(tuple(int(x, 16) for x in rest.split()))
+            elif kind == "reg":
+                num, value = rest.split()
+                regs[int(num)] = int(value, 16)
+            elif kind == "stack":
+                base, size = (int(x, 16) for x in rest.split())
+                stack = (base, size)
+            elif kind == "map":
+                maps.append(rest)
+    with open(os.path.join(directory, "stack.txt.stack"), "rb") as f:
+        memory = f.read()
+    check(len(memory) == stack[1], "the stack copy is incomplete")
+    return pid, fp, regs, maps, stack[0], memory
+
+
+def read_perf_map(path):
+    entries = []
+    with open(path) as f:
+        for line in f:
+            start, size, name = line.rstrip("\n").split(" ", 2)
+            entries.append((int(start, 16), int(size, 16), name))
+    entries.sort()
+    return entries
+
+
+def check_names(names, mode):
+    """The three functions and the module, in stack order, each with the
+    evaluator above it and a trampoline caller below it."""
+    py = [i for i, n in enumerate(names) if n.startswith("py::")]
+    got = [names[i] for i in py[:4]]
+    want = [f"py::{f}:" for f in EXPECTED]
+    check(len(got) == 4 and all(
+        g.startswith(w) and g.endswith("three_deep.py")
+        for g, w in zip(got, want)),
+        f"{mode}: the Python frames are {got}, expected "
+        f"{[w + '.../three_deep.py' for w in want]}")
+    for i in py[:4]:
+        check(i > 0 and names[i - 1] == "_PyEval_EvalFrameDefault",
+              f"{mode}: {names[i]} does not run _PyEval_EvalFrameDefault "
+              f"(above it: {names[i - 1] if i else None})")
+        check(names[i + 1] in TRAMPOLINE_CALLERS,
+              f"{mode}: {names[i]} called from {names[i + 1]}, not from "
+              f"{' or '.join(TRAMPOLINE_CALLERS)}")
+    for a, b in zip(py[:3], py[1:4]):
+        check(b - a == 3, f"{mode}: between {names[a]} and {names[b]}: "
+                          f"{names[a + 1:b]}, expected a trampoline caller "
+                          f"and the evaluator")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mode", choices=("perf", "perf_jit"), required=True)
+    ap.add_argument("--arch", choices=tuple(ARCH), required=True)
+    ap.add_argument("--dir", required=True)
+    ap.add_argument("--python", required=True)
+    ap.add_argument("--helper", required=True)
+    ap.add_argument("--expect-pac", action="store_true",
+                    help="the build signs return addresses (aarch64 "
+                         "-mbranch-protection=pac-ret or standard)")
+    args = ap.parse_args()
+    info = ARCH[args.arch]
+
+    pid, fp_chain, regs, maps, stack_base, memory = read_capture(args.dir)
+    elves = [Elf(args.python), Elf(args.helper)]
+    for elf in elves:
+        check(elf.machine == info["machine"], f"{elf.path}: e_machine")
+        elf.locate(maps)
+
+    def elf_symbol(addr):
+        for elf in elves:
+            name = elf.symbol(addr)
+            if name is not None:
+                return name
+        return None
+
+    if args.mode == "perf":
+        entries = read_perf_map(os.path.join(args.dir, f"perf-{pid}.map"))
+        starts = [e[0] for e in entries]
+
+        def name_of(addr):
+            i = bisect.bisect_right(starts, addr) - 1
+            if i >= 0 and addr < entries[i][0] + entries[i][1]:
+                return entries[i][2]
+            return elf_symbol(addr) or f"?{addr:#x}"
+        # Return addresses: the call is the instruction before.
+        names = [name_of(ret - 1) for ret, _ in fp_chain]
+        signed = sum(ret != raw for ret, raw in fp_chain)
+        print(f"unwind: {signed} of the {len(fp_chain)} return addresses in "
+              f"frame records carry a pointer authentication code")
+        if args.expect_pac:
+            check(signed > 0, "built with pac-ret, but no return address "
+                              "in a frame record is signed")
+    else:
+        loads = read_jitdump(os.path.join(args.dir, f"jit-{pid}.dump"), pid,
+                             info["machine"])
+        checked = 0
+        for addr, (size, name, code, fde) in sorted(loads.items()):
+            check_trampoline_rules(args.arch, code, fde, name)
+            checked += 1
+        print(f"unwind: the rules of {checked} trampolines checked at "
+              f"every instruction")
+        planted_errors(args.arch, *next(iter(loads.values()))[1:])
+        jit_starts = sorted(loads)
+
+        def jit_at(addr):
+            i = bisect.bisect_right(jit_starts, addr) - 1
+            if i >= 0 and addr < jit_starts[i] + loads[jit_starts[i]][0]:
+                return loads[jit_starts[i]]
+            return None
+
+        def read_u64(addr):
+            off = addr - stack_base
+            check(0 <= off <= len(memory) - 8,
+                  f"unwinding reads {addr:#x}, outside the stack copy")
+            return struct.unpack_from("<Q", memory, off)[0]
+
+        names = []
+        pc = regs[info["ra"]]
+        for depth in range(200):
+            lookup = pc - 1              # pc is a return address
+            jit = jit_at(lookup)
+            if jit is not None:
+                names.append(jit[1])
+                fde, bias = jit[3], 0
+            else:
+                fde = None
+                for elf in elves:
+                    if elf.contains(lookup):
+                        fde, bias = elf.fde(lookup)
+                        names.append(elf.symbol(lookup) or f"?{lookup:#x}")
+                        break
+                if fde is None:
+                    break                # libc or the end: done
+            row = run_cfa(fde, lookup - bias, args.arch)
+            cfa = regs[row.cfa[0]] + row.cfa[1]
+            new = {}
+            for reg, value in regs.items():
+                rule = row.regs.get(reg, ("same",))
+                if rule[0] == "offset":
+                    new[reg] = read_u64(cfa + rule[1])
+                elif rule[0] == "val_offset":
+                    new[reg] = cfa + rule[1]
+                elif rule[0] == "register":
+                    new[reg] = regs[rule[1]]
+                elif rule[0] == "same":
+                    new[reg] = value
+            for reg, rule in row.regs.items():
+                if rule[0] == "offset" and reg not in new:
+                    new[reg] = read_u64(cfa + rule[1])
+            new[info["sp"]] = cfa
+            ra = new.get(info["ra"])
+            if ra is None or ra == 0:
+                break
+            if row.ra_signed:
+                ra &= PAC_MASK
+            new[info["ra"]] = ra
+            regs, pc = new, ra
+    print(f"unwind ({args.mode}): " + " <- ".join(names[:16]))
+    check_names(names, args.mode)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except CheckFailed as e:
+        print(f"unwind: FAILED: {e}")
+        sys.exit(1)
