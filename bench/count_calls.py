@@ -6,12 +6,13 @@ Runs the workload (as __main__, with ARG... as its arguments) under a
 profile function and prints two numbers: Python frame entries (calls,
 generator and coroutine resumptions: each runs the frame through its
 trampoline once) and distinct code objects run (each gets a trampoline
-when first run).  bench/run.py runs it with two sizes of a workload, on
+when first run).  It imports only threading (and what threading
+imports) before the workload: workloads that count on what is imported
+(imports.py) import it first too.  bench/run.py runs it with two sizes of a workload, on
 the interpreter without -X perf, and divides the extra instructions of
 -X perf by the differences.
 """
 import itertools
-import runpy
 import sys
 import threading
 
@@ -27,10 +28,12 @@ def profile(frame, event, arg):
 
 path = sys.argv[1]
 sys.argv = sys.argv[1:]
+with open(path) as f:
+    code = compile(f.read(), path, "exec")
 threading.setprofile(profile)
 sys.setprofile(profile)
 try:
-    runpy.run_path(path, run_name="__main__")
+    exec(code, {"__name__": "__main__", "__file__": path})
 finally:
     sys.setprofile(None)
     threading.setprofile(None)

@@ -4,6 +4,8 @@ modules are dropped from sys.modules and imported afresh, so that their
 bodies run again (from the .pyc files the first round used)."""
 import importlib
 import sys
+import threading    # as bench/count_calls.py does: the same modules stay
+
 
 MODULES = ["argparse", "ast", "calendar", "configparser", "csv",
            "dataclasses", "decimal", "difflib", "email.message", "fractions",
