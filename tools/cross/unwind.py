@@ -13,9 +13,9 @@ interpreter, below).  Each trampoline's rules are first checked at every
 instruction against a model of its code.
 
 Either way the stack must show py::f3, py::f2, py::f1 and py::<module> of
-three_deep.py, innermost first, each entered from
-_PyPerfTrampoline_EvalFrame or eval_frame_new_code and running
-_PyEval_EvalFrameDefault.  Exits 1 with the reasons otherwise.
+three_deep.py, innermost first, each running _PyEval_EvalFrameDefault and
+entered from one of TRAMPOLINE_CALLERS: the evaluator for the frames its
+call instructions push, the PEP 523 hook for frames entered from C.  Exits 1 with the reasons otherwise.
 """
 
 import argparse
@@ -24,7 +24,8 @@ import os
 import struct
 import sys
 
-TRAMPOLINE_CALLERS = ("_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
+TRAMPOLINE_CALLERS = ("_PyEval_EvalFrameDefault",
+                      "_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
 EXPECTED = ("f3", "f2", "f1", "<module>")
 ARCH = {
     # e_machine, DWARF numbers of the stack pointer and return address
@@ -613,7 +614,8 @@ def read_perf_map(path):
 
 def check_names(names, mode):
     """The three functions and the module, in stack order, each with the
-    evaluator above it and a trampoline caller below it."""
+    evaluator above it and a trampoline caller below it, and nothing else
+    between them."""
     py = [i for i, n in enumerate(names) if n.startswith("py::")]
     got = [names[i] for i in py[:4]]
     want = [f"py::{f}:" for f in EXPECTED]
@@ -629,10 +631,16 @@ def check_names(names, mode):
         check(names[i + 1] in TRAMPOLINE_CALLERS,
               f"{mode}: {names[i]} called from {names[i + 1]}, not from "
               f"{' or '.join(TRAMPOLINE_CALLERS)}")
+    # Between a function and its caller: the caller's evaluator, which
+    # called the trampoline itself, or the hook and then the evaluator.
     for a, b in zip(py[:3], py[1:4]):
-        check(b - a == 3, f"{mode}: between {names[a]} and {names[b]}: "
-                          f"{names[a + 1:b]}, expected a trampoline caller "
-                          f"and the evaluator")
+        between = names[a + 1:b]
+        check(between == ["_PyEval_EvalFrameDefault"]
+              or (len(between) == 2 and between[0] in TRAMPOLINE_CALLERS
+                  and between[1] == "_PyEval_EvalFrameDefault"),
+              f"{mode}: between {names[a]} and {names[b]}: {between}, "
+              f"expected the evaluator, or a trampoline caller and the "
+              f"evaluator")
 
 
 def main():
