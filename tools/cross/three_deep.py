@@ -4,8 +4,10 @@ stack (tools/cross/stackwalk.c).
 
     python -X perf three_deep.py HELPER_DIR OUT_DIR
 """
+import os
 import sys
 
+print("PID", os.getpid(), flush=True)
 sys.path.insert(0, sys.argv[1])
 import _stackwalk
 
