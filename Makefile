@@ -81,7 +81,7 @@ help:
 	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make check-cross ARCH=aarch64|riscv64|i686"
-	@echo "                cross-build in build-cross-ARCH/, check under qemu-user (~10 min)"
+	@echo "                cross-build in build-cross-ARCH/, check under qemu-user (~2 min)"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"

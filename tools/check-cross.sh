@@ -17,7 +17,8 @@
 # into the helper, which records its stack; tools/cross/unwind.py then
 # unwinds it on this machine, through frame records and /tmp/perf-PID.map,
 # and through DWARF rules (the jitdump's for the trampolines, the ELF
-# files' .eh_frame elsewhere), and checks the three functions.
+# files' .eh_frame or .debug_frame elsewhere), and checks the three
+# functions.
 # i686: no trampoline there; the probe says so, -X perf warns once, the
 # sys API refuses, and test_perf_profiler skips what needs trampolines.
 #
@@ -228,19 +229,25 @@ for mode in perf perf_jit; do
     "$wrapper" -X $mode "$here/cross/three_deep.py" "$objdir/check-cross" \
         "$out" > "$out/stdout.txt" 2> "$out/stderr.txt"
     rc=$?
-    pid=$(sed -n 's/^pid //p' "$out/stack.txt" 2>/dev/null)
-    if [ $rc -ne 0 ] || [ -z "$pid" ]; then
-        cat "$out/stdout.txt" "$out/stderr.txt"
-        fail "-X $mode: the script failed (exit $rc)"
-        continue
-    fi
+    pid=$(sed -n 's/^PID //p' "$out/stdout.txt")
     # The file the process wrote, taken out of /tmp (and deleted there:
     # the process was ours; a file of the other kind with its pid is not).
     case $mode in
         perf) f=/tmp/perf-$pid.map ;;
         perf_jit) f=/tmp/jit-$pid.dump ;;
     esac
-    if [ -f "$f" ]; then cp "$f" "$out/" && rm -f "$f"; fi
+    if [ -n "$pid" ] && [ -f "$f" ]; then cp "$f" "$out/" && rm -f "$f"; fi
+    if [ $rc -ne 0 ] || [ -z "$pid" ] || [ ! -f "$out/stack.txt" ] ||
+            ! grep -qx "active True" "$out/stdout.txt"; then
+        cat "$out/stdout.txt" "$out/stderr.txt"
+        fail "-X $mode: the script failed (exit $rc) or ran without the trampoline"
+        continue
+    fi
+    if [ -s "$out/stderr.txt" ]; then
+        cat "$out/stderr.txt"
+        fail "-X $mode: the script wrote to stderr"
+        continue
+    fi
     if "$build_python" "$here/cross/unwind.py" --mode $mode --arch $arch \
             --dir "$out" --python "$objdir/python" --helper "$helper" \
             $expect_pac; then

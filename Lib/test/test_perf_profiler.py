@@ -1563,14 +1563,19 @@ class TestJitDumpFile(unittest.TestCase):
                                 <= rec["addr"] + rec["size"])
                 self.assertGreaterEqual(line, 1)
                 self.assertEqual(fname, filename)
-            rows, eh_size = cfa_table(unw["unwind"], rec["size"])
-            self.assertEqual(unw["hdr_size"], len(unw["unwind"]) - eh_size)
             self.assertEqual(unw["mapped"], len(unw["unwind"]))
-            expected = expected_cfa_rules(rec["code"])
-            # exact at every instruction boundary
-            for at, rule in expected.items():
-                self.assertEqual(rows[at], rule,
-                                 f"CFA rule at +{at} of {rec['name']}")
+            # cfa_table() reads x86_64 rules; the aarch64 and riscv64
+            # ones are checked the same way, at every instruction, by
+            # make check-cross (tools/cross/unwind.py).
+            if os.uname().machine == "x86_64":
+                rows, eh_size = cfa_table(unw["unwind"], rec["size"])
+                self.assertEqual(unw["hdr_size"],
+                                 len(unw["unwind"]) - eh_size)
+                expected = expected_cfa_rules(rec["code"])
+                # exact at every instruction boundary
+                for at, rule in expected.items():
+                    self.assertEqual(rows[at], rule,
+                                     f"CFA rule at +{at} of {rec['name']}")
             indexes.append(rec["index"])
             loads.append(rec)
         self.assertEqual(indexes, sorted(set(indexes)))

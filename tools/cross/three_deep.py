@@ -7,8 +7,10 @@ as every later call is.
 
     python -X perf three_deep.py HELPER_DIR OUT_DIR
 """
+import os
 import sys
 
+print("PID", os.getpid(), flush=True)
 sys.path.insert(0, sys.argv[1])
 import _stackwalk
 

@@ -2,14 +2,14 @@
 (tools/cross/stackwalk.c, tools/cross/three_deep.py), on the build machine.
 
     unwind.py --mode perf|perf_jit --arch aarch64|riscv64 --dir DIR
-              --python TARGET_PYTHON --helper HELPER_SO
+              --python TARGET_PYTHON --helper HELPER_SO [--expect-pac]
 
 --mode perf: the helper's walk of the frame records, each return address
 named through the process's perf-PID.map or the ELF symbols.
 --mode perf_jit: a DWARF unwind of the copied stack from the registers the
 helper took, with the rules of the jitdump's FDEs for the trampolines and of
-the ELF files' .eh_frame for the interpreter and the helper (a small CFI
-interpreter, below).  Each trampoline's rules are first checked at every
+the ELF files' .eh_frame or .debug_frame for the interpreter and the
+helper (a small CFI interpreter, below).  Each trampoline's rules are first checked at every
 instruction against a model of its code.
 
 Either way the stack must show py::f3, py::f2, py::f1 and py::<module> of
