@@ -19,6 +19,7 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import time
 import unittest
 
 from test import support
@@ -276,6 +277,16 @@ def _perf_inject_jit_works():
 
 def jit_path(pid):
     return f"/tmp/jit-{pid}.dump"
+
+
+def written_since(path, since):
+    """Whether `path` exists and was written at `since` (time.time()) or
+    later.  /tmp is shared: a file that another process left under a pid
+    that has come round again to one of ours is not our child's."""
+    try:
+        return os.stat(path).st_mtime >= since
+    except FileNotFoundError:
+        return False
 
 
 def remove_jit_files(pid):
@@ -2097,6 +2108,10 @@ class TestChildProcesses(unittest.TestCase):
             resource_tracker._resource_tracker._stop()
         """)
 
+    def setUp(self):
+        # Files last written before this are not the children's.
+        self.since = time.time() - 1
+
     def run_children(self, *args, env=None):
         tmp = tempfile.mkdtemp(prefix="test_perf_")
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
@@ -2112,10 +2127,10 @@ class TestChildProcesses(unittest.TestCase):
         """The functions named in the file of `backend` of process `pid`
         (which has no file of the other backend)."""
         if backend == "perf":
-            self.assertFalse(os.path.exists(jit_path(pid)))
+            self.assertFalse(written_since(jit_path(pid), self.since))
             return {line.split(" ", 2)[2] for line in
                     read_map_file(map_path(pid), exited_normally)}
-        self.assertFalse(os.path.exists(map_path(pid)))
+        self.assertFalse(written_since(map_path(pid), self.since))
         return {rec["name"] for rid, rec in
                 read_jitdump(jit_path(pid), pid, exited_normally)
                 if rid == JIT_CODE_LOAD}
@@ -2200,6 +2215,10 @@ class TestHostileInput(unittest.TestCase):
     ACTIVE = ("import os, sys; print('PID', os.getpid()); "
               "print(sys.is_stack_trampoline_active())")
 
+    def setUp(self):
+        # Files last written before this are not the children's.
+        self.since = time.time() - 1
+
     def run_code(self, code, *args, env=None, returncode=0, **kw):
         """Run `code` (which prints "PID n" first) in a child; its files
         are removed afterwards.  Returns (proc, pid)."""
@@ -2212,8 +2231,8 @@ class TestHostileInput(unittest.TestCase):
 
     def backend_of(self, pid):
         """Which file the run `pid` wrote: "perf", "perf_jit" or None."""
-        has_map = os.path.exists(map_path(pid))
-        has_dump = os.path.exists(jit_path(pid))
+        has_map = written_since(map_path(pid), self.since)
+        has_dump = written_since(jit_path(pid), self.since)
         self.assertFalse(has_map and has_dump)
         return "perf" if has_map else "perf_jit" if has_dump else None
 
@@ -2221,11 +2240,11 @@ class TestHostileInput(unittest.TestCase):
         """Both files of `pid`, where they exist, read strictly; returns
         the names they give."""
         names = set()
-        if os.path.exists(map_path(pid)):
+        if written_since(map_path(pid), self.since):
             for line in read_map_file(map_path(pid), exited_normally):
                 self.assertRegex(line, MAP_LINE)
                 names.add(line.split(" ", 2)[2])
-        if os.path.exists(jit_path(pid)):
+        if written_since(jit_path(pid), self.since):
             for rid, rec in read_jitdump(jit_path(pid), pid,
                                          exited_normally):
                 if rid == JIT_CODE_LOAD:
