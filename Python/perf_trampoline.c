@@ -18,12 +18,11 @@
  *     native stack (grows down)           what perf reports
  *     ---------------------------------   -------------------------------
  *     _PyEval_EvalFrameDefault            _PyEval_EvalFrameDefault
- *     _PyPerfTrampoline_EvalFrame         _PyPerfTrampoline_EvalFrame
  *     trampoline copy #17  [0x7f..a0]     py::bar:app.py   (from the file)
  *     _PyEval_EvalFrameDefault            _PyEval_EvalFrameDefault
- *     _PyPerfTrampoline_EvalFrame         ...
  *     trampoline copy #18  [0x7f..b0]     py::foo:app.py
- *     _PyEval_EvalFrameDefault
+ *     _PyPerfTrampoline_EvalFrame         _PyPerfTrampoline_EvalFrame
+ *     PyEval_EvalCode                     ...
  *
  * The trampoline builds a frame record, so frame-pointer unwinding loses
  * no native frame on the way through it.
@@ -37,9 +36,12 @@
  * PEP 523 hook normally turns that off together with the CALL_PY_*
  * specializations.  Our ceval.c patch keeps both: a call instruction still
  * pushes the new frame itself, specialized, and only then, out of line,
- * hands it to _PyPerfTrampoline_EvalFrame instead of jumping to its first
- * instruction.  Each Python call thus costs one trampoline and one
- * evaluator entry, and nothing at all while no backend is active.
+ * calls the code object's trampoline (found in co_extra,
+ * _PyPerfTrampoline_Of()) instead of jumping to the frame's first
+ * instruction; a code object without one yet goes through the hook, which
+ * gives it one (eval_frame_new_code).  Each Python call thus costs one
+ * trampoline and one evaluator entry, and nothing but a test while no
+ * backend is active.
  *
  * Trampolines
  * -----------
