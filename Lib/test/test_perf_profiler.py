@@ -289,10 +289,16 @@ def written_since(path, since):
         return False
 
 
+# Files older than this module's start are not our children's: another
+# process (in another pid namespace, or long gone) had that pid.
+MODULE_STARTED = time.time() - 1
+
+
 def remove_jit_files(pid):
     for path in [jit_path(pid), map_path(pid),
                  *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
-        os_helper.unlink(path)
+        if written_since(path, MODULE_STARTED):
+            os_helper.unlink(path)
 
 
 JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
