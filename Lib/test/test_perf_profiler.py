@@ -405,6 +405,8 @@ class PerfTestCase(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="test_perf_")
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
 
     def forget_pid(self, pid):
         self.addCleanup(os_helper.unlink, map_path(pid))
@@ -643,19 +645,19 @@ class TestPerfMapFile(PerfTestCase):
 
     def test_no_map_without_option(self):
         _, pid, _ = self.run_map_script()
-        self.assertFalse(os.path.exists(map_path(pid)))
+        self.assertFalse(written_since(map_path(pid), self.since))
 
     def test_env_zero_and_garbage_are_ignored(self):
         for value in ("0", "", "yes", "1x"):
             with self.subTest(value=value):
                 _, pid, _ = self.run_map_script(
                     env=env_with(PYTHONPERFSUPPORT=value))
-                self.assertFalse(os.path.exists(map_path(pid)))
+                self.assertFalse(written_since(map_path(pid), self.since))
 
     def test_env_ignored_with_E(self):
         _, pid, _ = self.run_map_script("-E",
                                         env=env_with(PYTHONPERFSUPPORT="1"))
-        self.assertFalse(os.path.exists(map_path(pid)))
+        self.assertFalse(written_since(map_path(pid), self.since))
 
     def test_fork_child_gets_its_own_map(self):
         proc, pid, script = self.run_map_script("-X", "perf",
@@ -1538,6 +1540,10 @@ class TestJitDumpReader(unittest.TestCase):
 class TestJitDumpFile(unittest.TestCase):
     """The dump itself, without perf."""
 
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
     def run_jit(self, code, *args, env=None):
         proc = run_python(*args, "-c", textwrap.dedent(code), env=env)
         pid = re.search(r"PID (\d+)", proc.stdout)
@@ -1615,7 +1621,7 @@ class TestJitDumpFile(unittest.TestCase):
                               "py::K.m.<locals>.<listcomp>:<string>"])
         st = os.stat(jit_path(pid))
         self.assertEqual(st.st_mode & 0o777, 0o600)
-        self.assertFalse(os.path.exists(map_path(pid)))
+        self.assertFalse(written_since(map_path(pid), self.since))
 
     def test_many_functions(self):
         proc, pid = self.run_jit(MANY_FUNCTIONS, "-X", "perf_jit")
@@ -1639,7 +1645,7 @@ class TestJitDumpFile(unittest.TestCase):
                                 "PYTHON_PERF_JIT_SUPPORT": "1"})):
             _, pid = self.run_jit(self.SOURCE, *args, env=env_with(**env))
             self.check_dump(pid, ["py::f:<string>"])
-            self.assertFalse(os.path.exists(map_path(pid)))
+            self.assertFalse(written_since(map_path(pid), self.since))
 
     def test_switching_backends(self):
         proc, pid = self.run_jit("""
