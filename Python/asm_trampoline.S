@@ -22,6 +22,23 @@
  * DWARF (.eh_frame); keep its unwind table in step with any change here.
  */
 
+/* A GNU property note (NT_GNU_PROPERTY_TYPE_0) with one 4-byte property,
+   `type` with value `bits`: how an object tells the linker which control
+   flow protections its code is ready for. */
+    .macro py_gnu_property type, bits
+    .pushsection .note.gnu.property, "a"
+    .p2align 3
+    .long   4                   /* name size */
+    .long   16                  /* descriptor size */
+    .long   5                   /* NT_GNU_PROPERTY_TYPE_0 */
+    .asciz  "GNU"
+    .long   \type
+    .long   4                   /* data size */
+    .long   \bits
+    .p2align 3
+    .popsection
+    .endm
+
 #if defined(__x86_64__)
 
 /*
@@ -66,16 +83,8 @@ _Py_trampoline_func_end:
 /* Tell the linker this object is CET-ready (IBT and/or SHSTK, as the
    compiler was asked for), or it would drop the property for the whole
    interpreter. */
-    .section .note.gnu.property, "a"
-    .p2align 3
-    .long   4                   /* name size */
-    .long   16                  /* descriptor size */
-    .long   5                   /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .long   0xc0000002          /* GNU_PROPERTY_X86_FEATURE_1_AND */
-    .long   4                   /* data size */
-    .long   __CET__ & 3         /* IBT = 1, SHSTK = 2 */
-    .p2align 3
+/* GNU_PROPERTY_X86_FEATURE_1_AND: IBT = 1, SHSTK = 2 */
+    py_gnu_property 0xc0000002, (__CET__ & 3)
 #endif /* __CET__ && __ELF__ */
 
 #endif /* __x86_64__ */
@@ -170,16 +179,8 @@ _Py_trampoline_func_end:
 /* Tell the linker that this object is BTI and/or PAC ready, as the
    compiler's objects are under the same -mbranch-protection, or it would
    drop the property for the whole interpreter. */
-    .section .note.gnu.property, "a"
-    .p2align 3
-    .long   4                   /* name size */
-    .long   16                  /* descriptor size */
-    .long   5                   /* NT_GNU_PROPERTY_TYPE_0 */
-    .asciz  "GNU"
-    .long   0xc0000000          /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
-    .long   4                   /* data size */
-    .long   (PY_TRAMP_BTI * 1) | (PY_TRAMP_PAC * 2)  /* BTI = 1, PAC = 2 */
-    .p2align 3
+/* GNU_PROPERTY_AARCH64_FEATURE_1_AND: BTI = 1, PAC = 2 */
+    py_gnu_property 0xc0000000, ((PY_TRAMP_BTI * 1) | (PY_TRAMP_PAC * 2))
 #endif
 
 #endif /* __aarch64__ */

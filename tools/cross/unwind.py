@@ -47,7 +47,8 @@ def check(cond, message):
 
 # ---- little readers -------------------------------------------------------
 
-def uleb(data, pos):
+def leb128(data, pos, signed=False):
+    """Decode a (u|s)leb128 at data[pos]; returns (value, next pos)."""
     result = shift = 0
     while True:
         byte = data[pos]
@@ -55,20 +56,17 @@ def uleb(data, pos):
         result |= (byte & 0x7f) << shift
         shift += 7
         if not byte & 0x80:
+            if signed and byte & 0x40:
+                result -= 1 << shift
             return result, pos
+
+
+def uleb(data, pos):
+    return leb128(data, pos)
 
 
 def sleb(data, pos):
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7f) << shift
-        shift += 7
-        if not byte & 0x80:
-            if byte & 0x40:
-                result -= 1 << shift
-            return result, pos
+    return leb128(data, pos, signed=True)
 
 
 def read_pointer(data, pos, enc, field_addr, data_base=None):
