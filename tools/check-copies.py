@@ -32,14 +32,15 @@ normalised statements with what to do about it.  A difference the check
 does not know (the copy changed on purpose, say) fails too: then teach the
 tables below, with the reason.
 
-    check-copies.py [--stock FILE | --git-dir DIR] [--copy FILE] [-v]
+    check-copies.py [--stock FILE | --git-dir DIR] [--copy FILE | --patches DIR] [-v]
 
 --stock is a ceval.c (stock, or with the series applied: the lines the
 series adds to the stock bodies are ignored); by default the stock file is
 Python/ceval.c of tag `upstream` in --git-dir (default build/src.git).
 --copy is the patch of the series that defines PERF_CALL_PY, or a ceval.c
-that does (default: found in patches/series).  Exit status 0 when the
-copies match, 1 when they drift, 2 when an input cannot be read.
+that does (default: the patch of DIR/series that does; DIR is --patches,
+default patches).  Exit status 0 when the copies match, 1 when they
+drift, 2 when an input cannot be read.
 """
 
 import argparse
@@ -462,19 +463,20 @@ def normalise_copy(param, value, stmts, where):
 
 # --- the check -----------------------------------------------------------------
 
-def default_copy():
+def default_copy(patchdir):
+    series = os.path.join(patchdir, "series")
     try:
-        with open("patches/series", encoding="utf-8") as f:
+        with open(series, encoding="utf-8") as f:
             names = [l.strip() for l in f if l.strip() and not l.startswith("#")]
     except OSError as e:
-        raise Failure(f"cannot read patches/series: {e.strerror}"
+        raise Failure(f"cannot read {series}: {e.strerror}"
                       " (run from the project's top directory, or give --copy)")
     for name in names:
-        path = os.path.join("patches", name)
+        path = os.path.join(patchdir, name)
         if re.search(r"^\+[ \t]*#[ \t]*define[ \t]+%s\(" % MACRO,
                      read_source_raw(path), re.M):
             return path
-    raise Failure(f"no patch of patches/series defines {MACRO}")
+    raise Failure(f"no patch of {series} defines {MACRO}")
 
 
 def read_source_raw(path):
@@ -508,12 +510,15 @@ def main():
                         help="repository whose tag `upstream` is the pristine tree"
                              " (default build/src.git)")
     parser.add_argument("--copy", help="the patch, or ceval.c, defining " + MACRO)
+    parser.add_argument("--patches", default="patches",
+                        help="where to look for the --copy patch, by its series"
+                             " (default patches)")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="print the normalised statements of both sides")
     args = parser.parse_args()
     try:
         stock, stock_where = stock_text(args)
-        copy_where = args.copy or default_copy()
+        copy_where = args.copy or default_copy(args.patches)
         param, copy = copy_macro(read_source(copy_where), copy_where)
         drifted = 0
         for name, value in PAIRS:
