@@ -292,11 +292,13 @@ def fold_constants(stmts, where):
                     depth -= stmts[i] == ["}"]
                     i += 1
                 continue
-        s = [t for n, t in enumerate(s)
-             if not (t == "1" and n + 1 < len(s) and s[n + 1] == "&&"
-                     and n > 0 and s[n - 1] in ("(", ";", ",", "&&"))
-             and not (t == "&&" and n > 0 and s[n - 1] == "1"
-                      and n > 1 and s[n - 2] in ("(", ";", ",", "&&"))]
+        # `1 && C` (as an operand: after `(`, `;`, `,` or `&&`) is C.
+        j = 1
+        while j + 1 < len(s):
+            if s[j:j + 2] == ["1", "&&"] and s[j - 1] in ("(", ";", ",", "&&"):
+                del s[j:j + 2]
+            else:
+                j += 1
         out.append(s)
         i += 1
     return out
