@@ -47,15 +47,12 @@ new_files_of() {
     esac
 }
 
-# Forwarded: (DEP-3).  The features are backports of what CPython 3.12+
-# has in its own form, and 3.11 takes no new features; a fix of a bug that
-# upstream has too is marked "no".
+# Forwarded: (DEP-3), for a patch whose header has no Forwarded: line of
+# its own (a fix of a bug that upstream has too says where it would go).
+# The features are backports of what CPython 3.12+ has in its own form,
+# and 3.11 takes no new features.
 forwarded_of() {
-    case $1 in
-        *codeobject-free-only-filled-co_extra-slots*)
-            echo "no (the same bug is in CPython 3.12 and later)" ;;
-        *) echo "not-needed (a backport: CPython 3.12+ has perf support of its own, 3.11 takes no new features)" ;;
-    esac
+    echo "not-needed (a backport: CPython 3.12+ has perf support of its own, 3.11 takes no new features)"
 }
 
 tmp=$(mktemp -d)
@@ -94,7 +91,9 @@ emit() {
     {
         echo "From: $author"
         echo "Subject: $subject"
-        echo "Forwarded: $(forwarded_of "$name")"
+        # A header that says where its change would go upstream is believed.
+        fwd=$(sed -n 's/^Forwarded: //p' "$header" | head -1)
+        echo "Forwarded: ${fwd:-$(forwarded_of "$name")}"
         echo "Last-Update: $(last_update $paths)"
         echo
         # The description: the header's text after its Subject line.
