@@ -23,7 +23,7 @@ import unittest
 from test import support
 from test.support import os_helper
 
-from test.test_perf_profiler import (
+from test.support.perf_helper import (
     JIT_CODE_LOAD, jit_path, map_lines, map_path, read_jitdump, run_python)
 
 if not support.has_subprocess_support:

@@ -1,0 +1,483 @@
+"""Helpers of the perf trampoline tests (cpython-perf): running the
+interpreter and perf, finding the pids of the processes a test started,
+strict readers of /tmp/perf-PID.map and /tmp/jit-PID.dump, cleanup of the
+files those processes wrote, and probes of what perf can do here.
+
+Used by test_perf_profiler, test_perfmaps and test_perf_storms.
+"""
+
+import bisect
+import glob
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+
+from test.support import os_helper
+
+
+HAVE_TRAMPOLINE = bool(sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"))
+# Where configure's probe finds no trampoline template (Linux on x86_64,
+# aarch64 and riscv64 have one), the tests of trampolines skip with this.
+NO_TRAMPOLINE = (f"perf trampoline not supported on this platform "
+                 f"({sysconfig.get_config_var('MULTIARCH') or sys.platform}"
+                 f" has no PY_HAVE_PERF_TRAMPOLINE)")
+# The jitdump header's ELF machine, per architecture.
+JIT_ELF_MACHINE = {"x86_64": 62, "aarch64": 183,
+                   "riscv64": 243}.get(os.uname().machine, 0)
+# Frame-pointer unwinding (perf record -g) only works through an
+# interpreter built with frame pointers; the distribution-style build is
+# profiled with DWARF unwinding and the jitdump instead.
+HAVE_FRAME_POINTERS = "-fno-omit-frame-pointer" in (
+    sysconfig.get_config_var("PY_CFLAGS") or "")
+MAP_LINE = re.compile(r"^[0-9a-f]+ [0-9a-f]+ py::.*$")
+
+
+def map_path(pid):
+    return f"/tmp/perf-{pid}.map"
+
+
+def script_pid(stdout):
+    m = re.search(r"^PID (\d+)$", stdout, re.M)
+    if m is None:
+        raise AssertionError(f"script printed no pid: {stdout!r}")
+    return int(m.group(1))
+
+
+def run_python(*args, env=None, **kw):
+    """Run this interpreter; clean environment unless `env` is given."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYTHON")}
+    return subprocess.run([sys.executable, *args], env=env,
+                          capture_output=True, text=True, **kw)
+
+
+def env_with(**extra):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(extra)
+    return env
+
+
+# perf copies every binary a run involves into its build-id cache
+# (~/.debug), the jitted-*.so files of `perf inject --jit` included: the
+# tests' perf runs get a cache of their own, removed with the module.
+BUILDID_DIR = tempfile.mkdtemp(prefix="test_perf_buildid_")
+
+
+def perf_command(*args):
+    return ["perf", "--buildid-dir", BUILDID_DIR, *args]
+
+
+def _perf_can_sample():
+    """Probe: perf exists and `perf record` samples a process here."""
+    if shutil.which("perf") is None:
+        return "perf is not installed"
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "probe.data")
+        try:
+            proc = subprocess.run(
+                perf_command("record", "-F", "999", "-g", "-o", out, "--",
+                             sys.executable, "-c", "sum(range(3_000_000))"),
+                capture_output=True, timeout=120)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"perf record failed: {exc}"
+        if proc.returncode != 0 or not os.path.exists(out):
+            return ("perf record cannot sample here: "
+                    + proc.stderr.decode(errors="replace")[-300:])
+        script = subprocess.run(perf_command("script", "-i", out),
+                                capture_output=True, timeout=120)
+        if script.returncode != 0 or not script.stdout.strip():
+            return "perf script shows no samples"
+    return None
+
+
+PERF_PROBLEM = _perf_can_sample() if HAVE_TRAMPOLINE else "no trampoline"
+
+
+# A program that does what a JIT does for perf, without any of the code
+# under test: it writes a minimal /tmp/jit-PID.dump (header and one code
+# load) and maps it executable, the marker perf inject looks for.
+JIT_PROBE = """\
+import mmap, os, struct, time
+pid = os.getpid()
+clock = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
+code = bytes([0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3])
+body = (struct.pack("<IIQQQQ", pid, pid, 0x10000, 0x10000, len(code), 0)
+        + b"probe_function\\0" + code)
+with open(f"/tmp/jit-{pid}.dump", "wb") as f:
+    f.write(struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid,
+                        clock(), 0))
+    f.write(struct.pack("<IIQ", 0, 16 + len(body), clock()) + body)
+fd = os.open(f"/tmp/jit-{pid}.dump", os.O_RDONLY)
+marker = mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_EXEC)
+print("PID", pid, flush=True)
+sum(range(1_000_000))
+"""
+
+
+def _perf_inject_jit_works():
+    """Probe: perf inject --jit turns a jitdump into jitted-*.so here.
+
+    The dump comes from JIT_PROBE, not from the code under test: a broken
+    dump of ours must fail TestPerfJit, not skip it."""
+    if PERF_PROBLEM:
+        return PERF_PROBLEM
+    if os.uname().machine != "x86_64":
+        return "the jitdump probe is written for x86_64"
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "probe.data")
+        jit = os.path.join(tmp, "probe.jit.data")
+        rec = subprocess.run(
+            perf_command("record", "-F", "999", "-k", "1", "--call-graph",
+                         "dwarf", "-o", data, "--", sys.executable, "-I",
+                         "-c", JIT_PROBE),
+            capture_output=True, text=True, timeout=120)
+        pid = re.search(r"PID (\d+)", rec.stdout)
+        try:
+            if rec.returncode != 0 or pid is None:
+                return ("perf record --call-graph dwarf -k 1 fails here: "
+                        + rec.stderr[-300:])
+            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                              "-o", jit),
+                                 capture_output=True, timeout=120)
+            if inj.returncode != 0:
+                return "perf inject --jit fails here"
+            if not glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so"):
+                return "perf inject --jit writes no jitted-*.so here"
+        finally:
+            if pid is not None:
+                remove_jit_files(int(pid.group(1)))
+    return None
+
+
+def jit_path(pid):
+    return f"/tmp/jit-{pid}.dump"
+
+
+def written_since(path, since):
+    """Whether `path` exists and was written at `since` (time.time()) or
+    later.  /tmp is shared: a file that another process left under a pid
+    that has come round again to one of ours is not our child's."""
+    try:
+        return os.stat(path).st_mtime >= since
+    except FileNotFoundError:
+        return False
+
+
+# Files older than this module's start are not our children's: another
+# process (in another pid namespace, or long gone) had that pid.
+MODULE_STARTED = time.time() - 1
+
+
+def remove_jit_files(pid):
+    for path in [jit_path(pid), map_path(pid),
+                 *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
+        if written_since(path, MODULE_STARTED):
+            os_helper.unlink(path)
+
+
+JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
+
+
+class Sample(list):
+    """One sample's stack, a list of (symbol, dso), leaf first; `time` is
+    its timestamp in seconds, `tid` its thread id."""
+    time = None
+    tid = None
+
+
+def load_map_symbols(path):
+    """(start, end, name) of each record of a perf map, sorted."""
+    with open(path, "rb") as f:
+        lines = map_lines(f.read(), exited_normally=False)
+    syms = []
+    for line in lines:
+        start, size, name = line.split(" ", 2)
+        start = int(start, 16)
+        syms.append((start, start + int(size, 16), name))
+    return sorted(syms)
+
+
+def parse_perf_script(text, map_symbols=None):
+    """Samples of `perf script` output: lists of (symbol, dso), leaf first,
+    one entry per native frame (inlined functions are left out).
+
+    Frames perf left unnamed are named from `map_symbols` (the test's own
+    copy of the process's perf map, or a dict of them by thread id), so
+    that the result does not depend on perf finding /tmp/perf-PID.map when
+    `perf script` runs: perf looks it up by the Tgid it reads from
+    /proc/PID/status *then*, and the file can be gone or the pid be
+    someone else's by that time."""
+    by_tid = map_symbols if isinstance(map_symbols, dict) else None
+    samples = []
+    current = None
+    for line in text.splitlines():
+        if not line.strip():
+            if current:
+                samples.append(current)
+            current = None
+            continue
+        if line[0] not in " \t":
+            current = Sample()
+            stamp = re.search(r"\s(\d+)\s+(?:\[\d+\]\s+)?(\d+\.\d+):\s",
+                              line)
+            if stamp:
+                current.tid = int(stamp.group(1))
+                current.time = float(stamp.group(2))
+            continue
+        if current is None:
+            continue
+        parts = line.split(None, 1)
+        if len(parts) < 2:
+            continue
+        rest = parts[1]
+        m = re.match(r"(.*) \((.*)\)$", rest)
+        sym, dso = (m.group(1), m.group(2)) if m else (rest, "")
+        if dso == "inlined":
+            # a function inlined at the next (real) frame's address
+            continue
+        sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
+        syms = by_tid.get(current.tid) if by_tid is not None else map_symbols
+        if sym == "[unknown]" and syms:
+            ip = int(parts[0], 16)
+            k = bisect.bisect_right(syms, (ip, float("inf"))) - 1
+            if k >= 0 and ip < syms[k][1]:
+                sym = syms[k][2]
+        current.append((sym, dso))
+    if current:
+        samples.append(current)
+    return samples
+
+
+
+
+def read_map_file(path, exited_normally=True):
+    with open(path, "rb") as f:
+        return map_lines(f.read(), exited_normally)
+
+
+def map_lines(data, exited_normally=True):
+    """The lines of a perf map, checked to be whole.  The map of a process
+    that did not exit normally (killed, os._exit) may end in blank lines:
+    the room it had allocated after its last line."""
+    text = data.decode()
+    records = text.rstrip("\n") + "\n" if text.strip("\n") else ""
+    if exited_normally:
+        assert text == records, "blank lines after the last line"
+    assert text.startswith(records) and not text[len(records):].strip("\n")
+    lines = records.splitlines()
+    assert all(lines), "a blank line between records"
+    return lines
+
+
+# ---- A strict reader of /tmp/jit-PID.dump ----------------------------------
+
+JIT_CODE_LOAD, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE = 0, 2, 3
+JIT_CODE_UNWINDING_INFO = 4
+
+
+def leb128(data, pos, signed=False):
+    """Decode a (u|s)leb128 at data[pos]; returns (value, next pos)."""
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            if signed and byte & 0x40:
+                result -= 1 << shift
+            return result, pos
+
+
+def read_jitdump(path, pid, exited_normally=True):
+    """Parse a jitdump strictly; returns the list of (id, fields) records.
+
+    Fails on anything the format (Doc/howto/perf_profiling.rst) does not allow,
+    even where perf would be lenient.  The dump of a process that did not
+    exit normally (killed, os._exit) may end in zeros instead of exactly
+    after its last record."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert len(data) >= 40, "no header"
+    (magic, version, total_size, elf_mach, pad1, hpid, ts,
+     flags) = struct.unpack_from("<IIIIIIQQ", data, 0)
+    assert magic == 0x4A695444, hex(magic)
+    assert version == 1, version
+    assert total_size == 40, total_size
+    assert elf_mach == JIT_ELF_MACHINE, elf_mach
+    assert pad1 == 0 and flags == 0, (pad1, flags)
+    assert hpid == pid, (hpid, pid)
+    pos, last_ts, records = 40, ts, []
+    while pos < len(data):
+        assert pos + 16 <= len(data), "truncated record header"
+        rid, size, rts = struct.unpack_from("<IIQ", data, pos)
+        if not exited_normally and (rid, size) == (0, 0):
+            # The room a process that did not exit allocated after its
+            # last record: zeros to the end (perf stops at this header).
+            assert not data[pos:].strip(b"\0"), "garbage after the records"
+            break
+        assert size >= 16 and pos + size <= len(data), (rid, size, pos)
+        assert rts >= last_ts, "timestamps go backwards"
+        last_ts = rts
+        body = data[pos + 16:pos + size]
+        if rid == JIT_CODE_LOAD:
+            rpid, tid, vma, addr, csize, index = struct.unpack_from(
+                "<IIQQQQ", body, 0)
+            end = body.index(b"\0", 40)
+            name = body[40:end].decode()
+            code = body[end + 1:]
+            assert len(code) == csize, "code size and record size disagree"
+            assert rpid == pid and vma == addr, (rpid, vma, addr)
+            rec = dict(addr=addr, size=csize, index=index, name=name,
+                       code=code, pid=rpid, tid=tid)
+        elif rid == JIT_CODE_DEBUG_INFO:
+            addr, nr = struct.unpack_from("<QQ", body, 0)
+            entries, p = [], 16
+            for _ in range(nr):
+                eaddr, line, discrim = struct.unpack_from("<QII", body, p)
+                end = body.index(b"\0", p + 16)
+                entries.append((eaddr, line, discrim,
+                                body[p + 16:end].decode()))
+                p = end + 1
+            assert p == len(body), "debug info record size is not exact"
+            rec = dict(addr=addr, entries=entries)
+        elif rid == JIT_CODE_UNWINDING_INFO:
+            usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
+            assert len(body) == 24 + usize, "unwinding record size"
+            rec = dict(unwind=body[24:], hdr_size=hsize, mapped=msize)
+        elif rid == JIT_CODE_CLOSE:
+            assert size == 16, size
+            rec = {}
+        else:
+            raise AssertionError(f"unexpected record id {rid}")
+        records.append((rid, rec))
+        pos += size
+    return records
+
+
+def expected_cfa_rules(code):
+    """Decode the trampoline and say, at each instruction boundary, where
+    the CFA is (register, offset) and where rbp is saved (or None)."""
+    rsp_delta, rbp_is_frame, rbp_saved = 8, False, None
+    rules, pos = {}, 0
+    while pos < len(code):
+        rules[pos] = (("rbp", rsp_delta_at_mov) if rbp_is_frame
+                      else ("rsp", rsp_delta), rbp_saved)
+        if code[pos:pos + 4] == b"\xf3\x0f\x1e\xfa":     # endbr64
+            pos += 4
+        elif code[pos] == 0x55:                           # push %rbp
+            rsp_delta += 8
+            rbp_saved = rsp_delta
+            pos += 1
+        elif code[pos:pos + 3] == b"\x48\x89\xe5":        # mov %rsp,%rbp
+            rbp_is_frame, rsp_delta_at_mov = True, rsp_delta
+            pos += 3
+        elif code[pos:pos + 2] == b"\xff\xd1":            # call *%rcx
+            pos += 2
+        elif code[pos] == 0x5d:                           # pop %rbp
+            rsp_delta -= 8
+            rbp_is_frame, rbp_saved = False, None
+            pos += 1
+        elif code[pos] == 0xc3:                           # ret
+            pos += 1
+        else:
+            raise AssertionError(f"unknown instruction at {pos}: {code!r}")
+    return rules
+
+
+def cfa_table(unwind, code_size):
+    """Check the .eh_frame/.eh_frame_hdr blob of one trampoline and return
+    {offset: ((reg, off), rbp_saved)} for every code offset."""
+    hdr_size = None
+    regs = {7: "rsp", 6: "rbp"}
+    # .eh_frame: CIE
+    length, cie_id = struct.unpack_from("<II", unwind, 0)
+    assert cie_id == 0 and (length + 4) % 8 == 0, (cie_id, length)
+    cie_end = 4 + length
+    assert unwind[8] == 1 and unwind[9:12] == b"zR\0", unwind[8:12]
+    caf, p = leb128(unwind, 12)
+    daf, p = leb128(unwind, p, signed=True)
+    ra, p = leb128(unwind, p)
+    alen, p = leb128(unwind, p)
+    assert (caf, daf, ra, alen) == (1, -8, 16, 1), (caf, daf, ra, alen)
+    assert unwind[p] == 0x1b, "FDE pointers must be pcrel|sdata4"
+    initial = unwind[p + 1:cie_end]
+    # FDE
+    fde = cie_end
+    flen, cie_ptr = struct.unpack_from("<II", unwind, fde)
+    assert (flen + 4) % 8 == 0, flen
+    assert cie_ptr == fde + 4, "CIE pointer"
+    pc_begin, pc_range = struct.unpack_from("<iI", unwind, fde + 8)
+    # perf places the code right before the .eh_frame
+    assert fde + 8 + pc_begin == -code_size, "FDE does not start at code"
+    assert pc_range == code_size, "FDE does not cover exactly the code"
+    aug, p = leb128(unwind, fde + 16)
+    assert aug == 0
+    instructions = unwind[p:fde + 4 + flen]
+    term = fde + 4 + flen
+    assert unwind[term:term + 4] == b"\0\0\0\0", "no terminator"
+    eh_frame_size = term + 4
+    # .eh_frame_hdr
+    hdr = unwind[eh_frame_size:]
+    assert hdr[:4] == bytes([1, 0x1b, 0x03, 0x3b]), hdr[:4]
+    ptr, count = struct.unpack_from("<iI", hdr, 4)
+    assert eh_frame_size + 4 + ptr == 0, "eh_frame_ptr"
+    assert count == 1 and len(hdr) == 12 + 8 * count, (count, len(hdr))
+    table = [struct.unpack_from("<ii", hdr, 12 + 8 * i)
+             for i in range(count)]
+    assert table == sorted(table), "table not sorted"
+    assert eh_frame_size + table[0][0] == -code_size, "table location"
+    assert eh_frame_size + table[0][1] == fde, "table FDE address"
+
+    # Run the CFA program.
+    state = {"cfa": ("rsp", 8), "rbp": None}
+    rows, loc = {}, 0
+
+    def run(prog, state, until=None):
+        nonlocal loc
+        i = 0
+        while i < len(prog):
+            op = prog[i]
+            i += 1
+            if op >> 6 == 1:                       # advance_loc
+                new = loc + (op & 0x3f)
+                for at in range(loc, min(new, code_size)):
+                    rows[at] = (state["cfa"], state["rbp"])
+                loc = new
+            elif op >> 6 == 2:                     # offset
+                off, i = leb128(prog, i)
+                if op & 0x3f == 6:
+                    state["rbp"] = off * 8
+                else:
+                    assert op & 0x3f == 16 and off == 1, "RA rule"
+            elif op >> 6 == 3:                     # restore
+                assert op & 0x3f == 6
+                state["rbp"] = None
+            elif op == 0x0c:                       # def_cfa
+                reg, i = leb128(prog, i)
+                off, i = leb128(prog, i)
+                state["cfa"] = (regs[reg], off)
+            elif op == 0x0d:                       # def_cfa_register
+                reg, i = leb128(prog, i)
+                state["cfa"] = (regs[reg], state["cfa"][1])
+            elif op == 0x0e:                       # def_cfa_offset
+                off, i = leb128(prog, i)
+                state["cfa"] = (state["cfa"][0], off)
+            elif op == 0:                          # nop
+                pass
+            else:
+                raise AssertionError(f"unexpected CFA op {op:#x}")
+
+    run(initial, state)
+    assert loc == 0, "CIE advances"
+    run(instructions, state)
+    for at in range(loc, code_size):
+        rows[at] = (state["cfa"], state["rbp"])
+    return rows, eh_frame_size
