@@ -23,13 +23,14 @@ import unittest
 from test import support
 from test.support import os_helper
 from test.support.script_helper import assert_python_ok, make_script
+from test.support import perf_helper
 from test.support.perf_helper import (
-    BUILDID_DIR, HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, JIT_CODE_CLOSE,
-    JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD, JIT_CODE_UNWINDING_INFO,
-    JIT_ELF_MACHINE, JIT_PROBLEM, MAP_LINE, NO_TRAMPOLINE, PERF_PROBLEM,
-    cfa_table, env_with, expected_cfa_rules, jit_path, load_map_symbols,
-    map_lines, map_path, parse_perf_script, perf_command, read_jitdump,
-    read_map_file, remove_jit_files, run_python, script_pid, written_since)
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO,
+    JIT_CODE_LOAD, JIT_CODE_UNWINDING_INFO, JIT_ELF_MACHINE, MAP_LINE,
+    NO_TRAMPOLINE, cfa_table, env_with, expected_cfa_rules, jit_path,
+    load_map_symbols, map_lines, map_path, parse_perf_script, perf_command,
+    read_jitdump, read_map_file, remove_jit_files, requires_perf,
+    requires_perf_inject_jit, run_python, script_pid, written_since)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
@@ -143,8 +144,14 @@ TRAMPOLINE_CALLERS = ("_PyEval_EvalFrameDefault",
                       "_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
 
 
+def setUpModule():
+    # The probes of what perf can do here: a minute or two on a slow
+    # machine, so not at import.
+    perf_helper.setup_module()
+
+
 def tearDownModule():
-    shutil.rmtree(BUILDID_DIR, ignore_errors=True)
+    perf_helper.teardown_module()
 
 
 def assert_python_stacks(test, samples, script, names):
@@ -218,7 +225,7 @@ class PerfTestCase(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
-@unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+@requires_perf
 @unittest.skipUnless(HAVE_FRAME_POINTERS,
                      "perf record -g cannot unwind a build without frame "
                      "pointers (see TestPerfJit)")
@@ -696,7 +703,7 @@ class TestProcessShapes(PerfTestCase):
                  == [work, module]]
         self.assertGreaterEqual(len(below), 0.9 * len(named))
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_forked_child_named_by_perf(self):
         # perf follows the fork: it names the child's inherited arenas
@@ -715,7 +722,7 @@ class TestProcessShapes(PerfTestCase):
         text = self.perf_script(data)
         self.check_child_named(self.child_samples(text, pid, child), script)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def record_child_later(self, source, backend, *options):
         """Run `source` with the argument "wait" under -X `backend`, and
@@ -748,7 +755,7 @@ class TestProcessShapes(PerfTestCase):
         self.assertEqual(rec.returncode, 0, rec.stderr)
         return data, script, pid, child
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_forked_child_named_by_perf_attached_later(self):
         # perf record -p CHILD: perf learns the child's mappings from
@@ -763,15 +770,15 @@ class TestProcessShapes(PerfTestCase):
         text = self.perf_script(data)
         self.check_child_named(self.child_samples(text, pid, child), script)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_inherited_function_named_by_perf_attached_later(self):
         # The child's hot function got its trampoline in the parent: the
         # child's map describes it from the child's first call on.
         self.check_map_child_attached_later(FORK_INHERITED_SOURCE)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
-    @unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+    @requires_perf
+    @requires_perf_inject_jit
     def test_inherited_function_named_by_perf_jit_attached_later(self):
         # The same with the jitdump: perf inject finds the child's dump
         # through the child's own mapping of it, whose code loads carry
@@ -788,7 +795,7 @@ class TestProcessShapes(PerfTestCase):
         samples = [s for s in parse_perf_script(text) if s.tid == child]
         self.check_child_named(samples, script)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_pre_fork_server_compiled_handlers(self):
         # A master gives its request handler a trampoline before it forks
@@ -1287,7 +1294,7 @@ def check_planted_symlink(test, path, option):
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
-@unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+@requires_perf_inject_jit
 class TestPerfJit(PerfTestCase):
     """perf record --call-graph dwarf + perf inject --jit, on this build
     (make test runs it on the no-frame-pointer build too)."""
@@ -2488,7 +2495,7 @@ class TestDeepRecursion(PerfTestCase):
         out = self.run_modes(RECURSION_LIMITS)
         self.assertEqual(len(out.splitlines()), 4, out)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS,
                          "perf record -g needs frame pointers")
     def test_profile_names_outer_frames(self):

@@ -7,6 +7,7 @@ Used by test_perf_profiler, test_perfmaps and test_perf_storms.
 """
 
 import bisect
+import functools
 import glob
 import os
 import re
@@ -17,6 +18,7 @@ import sys
 import sysconfig
 import tempfile
 import time
+import unittest
 
 from test.support import os_helper
 
@@ -66,24 +68,41 @@ def env_with(**extra):
 
 # perf copies every binary a run involves into its build-id cache
 # (~/.debug), the jitted-*.so files of `perf inject --jit` included: the
-# tests' perf runs get a cache of their own, removed with the module.
-BUILDID_DIR = tempfile.mkdtemp(prefix="test_perf_buildid_")
+# tests' perf runs get a cache of their own, made on first use and removed
+# by teardown_module().
+_buildid_dir = None
+
+
+def buildid_dir():
+    global _buildid_dir
+    if _buildid_dir is None:
+        _buildid_dir = tempfile.mkdtemp(prefix="test_perf_buildid_")
+    return _buildid_dir
 
 
 def perf_command(*args):
-    return ["perf", "--buildid-dir", BUILDID_DIR, *args]
+    return ["perf", "--buildid-dir", buildid_dir(), *args]
+
+
+# A native program that keeps a CPU busy for a fraction of a second: the
+# sampling probe records it, not our interpreter, so that no regression of
+# ours can make the probe fail and the profiling tests skip.
+NATIVE_BUSY_LOOP = ["sh", "-c",
+                    'i=0; while [ "$i" -lt 300000 ]; do i=$((i+1)); done']
 
 
 def _perf_can_sample():
-    """Probe: perf exists and `perf record` samples a process here."""
+    """Probe: perf exists and `perf record -g` samples a process here."""
     if shutil.which("perf") is None:
         return "perf is not installed"
+    if shutil.which("sh") is None:
+        return "no sh to sample"
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "probe.data")
         try:
             proc = subprocess.run(
                 perf_command("record", "-F", "999", "-g", "-o", out, "--",
-                             sys.executable, "-c", "sum(range(3_000_000))"),
+                             *NATIVE_BUSY_LOOP),
                 capture_output=True, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"perf record failed: {exc}"
@@ -95,9 +114,6 @@ def _perf_can_sample():
         if script.returncode != 0 or not script.stdout.strip():
             return "perf script shows no samples"
     return None
-
-
-PERF_PROBLEM = _perf_can_sample() if HAVE_TRAMPOLINE else "no trampoline"
 
 
 # A program that does what a JIT does for perf, without any of the code
@@ -125,11 +141,23 @@ def _perf_inject_jit_works():
     """Probe: perf inject --jit turns a jitdump into jitted-*.so here.
 
     The dump comes from JIT_PROBE, not from the code under test: a broken
-    dump of ours must fail TestPerfJit, not skip it."""
-    if PERF_PROBLEM:
-        return PERF_PROBLEM
+    dump of ours must fail TestPerfJit, not skip it.  JIT_PROBE runs on
+    our interpreter (with -I, no backend): it is run once without perf
+    first, and if it fails there the fault is ours, which raises instead
+    of skipping."""
+    problem = perf_problem()
+    if problem:
+        return problem
     if os.uname().machine != "x86_64":
         return "the jitdump probe is written for x86_64"
+    alone = run_python("-I", "-c", JIT_PROBE, timeout=120)
+    pid = re.search(r"PID (\d+)", alone.stdout)
+    if pid is not None:
+        remove_jit_files(int(pid.group(1)))
+    if alone.returncode != 0 or pid is None:
+        raise AssertionError("the jitdump probe program fails on this "
+                             "interpreter, without perf: "
+                             + alone.stderr[-2000:])
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "probe.data")
         jit = os.path.join(tmp, "probe.jit.data")
@@ -137,7 +165,7 @@ def _perf_inject_jit_works():
             perf_command("record", "-F", "999", "-k", "1", "--call-graph",
                          "dwarf", "-o", data, "--", sys.executable, "-I",
                          "-c", JIT_PROBE),
-            capture_output=True, text=True, timeout=120)
+            capture_output=True, text=True, env=env_with(), timeout=120)
         pid = re.search(r"PID (\d+)", rec.stdout)
         try:
             if rec.returncode != 0 or pid is None:
@@ -182,7 +210,71 @@ def remove_jit_files(pid):
             os_helper.unlink(path)
 
 
-JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
+# ---- Probes, computed once, from the setUpModule() of a test module ---------
+
+_probes = {}
+
+
+def _probe(name, func):
+    if name not in _probes:
+        _probes[name] = func() if HAVE_TRAMPOLINE else "no trampoline"
+    return _probes[name]
+
+
+def perf_problem():
+    """Why perf cannot sample here (a string), or None."""
+    return _probe("perf", _perf_can_sample)
+
+
+def jit_problem():
+    """Why perf record --call-graph dwarf + perf inject --jit cannot name
+    jitted code here (a string), or None."""
+    return _probe("jit", _perf_inject_jit_works)
+
+
+def setup_module():
+    """Run the probes (for a test module's setUpModule())."""
+    perf_problem()
+    jit_problem()
+
+
+def teardown_module():
+    """Remove the build-id cache of the module's perf runs."""
+    global _buildid_dir
+    if _buildid_dir is not None:
+        shutil.rmtree(_buildid_dir, ignore_errors=True)
+        _buildid_dir = None
+
+
+def _skip_if(problem):
+    """A decorator of a test method or class that skips it when
+    `problem()` gives a reason.  Evaluated when the test runs, not when
+    the module is imported."""
+    def decorate(obj):
+        if isinstance(obj, type):
+            set_up = obj.setUp
+
+            @functools.wraps(set_up)
+            def setUp(self):
+                reason = problem()
+                if reason:
+                    raise unittest.SkipTest(reason)
+                set_up(self)
+            obj.setUp = setUp
+            return obj
+
+        @functools.wraps(obj)
+        def wrapper(*args, **kwargs):
+            reason = problem()
+            if reason:
+                raise unittest.SkipTest(reason)
+            return obj(*args, **kwargs)
+        return wrapper
+    return decorate
+
+
+requires_perf = _skip_if(perf_problem)
+requires_perf_inject_jit = _skip_if(jit_problem)
 
 
 class Sample(list):
