@@ -24,7 +24,8 @@ from test import support
 from test.support import os_helper
 
 from test.support.perf_helper import (
-    JIT_CODE_LOAD, jit_path, map_lines, map_path, read_jitdump, run_python)
+    JIT_CODE_LOAD, check, jit_path, map_lines, map_path, read_jitdump,
+    run_python)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
@@ -198,8 +199,8 @@ def map_names(pid, exited_normally=True):
     names = []
     for line in lines:
         m = re.fullmatch(r"([0-9a-f]+) ([0-9a-f]+) py::(.*)", line)
-        assert m, f"not a map line: {line!r}"
-        assert m.group(1) not in addrs, f"described twice: {line!r}"
+        check(m, f"not a map line: {line!r}")
+        check(m.group(1) not in addrs, f"described twice: {line!r}")
         addrs.add(m.group(1))
         names.append(m.group(3).split(":", 1)[0])
     return names
@@ -212,10 +213,10 @@ def dump_names(pid, exited_normally=True):
     names = []
     for rid, rec in read_jitdump(jit_path(pid), pid, exited_normally):
         if rid == JIT_CODE_LOAD:
-            assert rec["addr"] not in addrs, f"loaded twice: {rec['name']}"
+            check(rec["addr"] not in addrs, f"loaded twice: {rec['name']}")
             addrs.add(rec["addr"])
             name = rec["name"]
-            assert name.startswith("py::"), name
+            check(name.startswith("py::"), name)
             names.append(name[len("py::"):].split(":", 1)[0])
     return names
 

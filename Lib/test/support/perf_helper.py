@@ -349,6 +349,13 @@ def parse_perf_script(text, map_symbols=None):
 
 
 
+def check(condition, what=None):
+    """Raise AssertionError(what) unless `condition`.  The readers check
+    with this, not with `assert`, which python -O removes."""
+    if not condition:
+        raise AssertionError(what)
+
+
 def read_map_file(path, exited_normally=True):
     with open(path, "rb") as f:
         return map_lines(f.read(), exited_normally)
@@ -361,10 +368,10 @@ def map_lines(data, exited_normally=True):
     text = data.decode()
     records = text.rstrip("\n") + "\n" if text.strip("\n") else ""
     if exited_normally:
-        assert text == records, "blank lines after the last line"
-    assert text.startswith(records) and not text[len(records):].strip("\n")
+        check(text == records, "blank lines after the last line")
+    check(text.startswith(records) and not text[len(records):].strip("\n"))
     lines = records.splitlines()
-    assert all(lines), "a blank line between records"
+    check(all(lines), "a blank line between records")
     return lines
 
 
@@ -397,26 +404,26 @@ def read_jitdump(path, pid, exited_normally=True):
     after its last record."""
     with open(path, "rb") as f:
         data = f.read()
-    assert len(data) >= 40, "no header"
+    check(len(data) >= 40, "no header")
     (magic, version, total_size, elf_mach, pad1, hpid, ts,
      flags) = struct.unpack_from("<IIIIIIQQ", data, 0)
-    assert magic == 0x4A695444, hex(magic)
-    assert version == 1, version
-    assert total_size == 40, total_size
-    assert elf_mach == JIT_ELF_MACHINE, elf_mach
-    assert pad1 == 0 and flags == 0, (pad1, flags)
-    assert hpid == pid, (hpid, pid)
+    check(magic == 0x4A695444, hex(magic))
+    check(version == 1, version)
+    check(total_size == 40, total_size)
+    check(elf_mach == JIT_ELF_MACHINE, elf_mach)
+    check(pad1 == 0 and flags == 0, (pad1, flags))
+    check(hpid == pid, (hpid, pid))
     pos, last_ts, records = 40, ts, []
     while pos < len(data):
-        assert pos + 16 <= len(data), "truncated record header"
+        check(pos + 16 <= len(data), "truncated record header")
         rid, size, rts = struct.unpack_from("<IIQ", data, pos)
         if not exited_normally and (rid, size) == (0, 0):
             # The room a process that did not exit allocated after its
             # last record: zeros to the end (perf stops at this header).
-            assert not data[pos:].strip(b"\0"), "garbage after the records"
+            check(not data[pos:].strip(b"\0"), "garbage after the records")
             break
-        assert size >= 16 and pos + size <= len(data), (rid, size, pos)
-        assert rts >= last_ts, "timestamps go backwards"
+        check(size >= 16 and pos + size <= len(data), (rid, size, pos))
+        check(rts >= last_ts, "timestamps go backwards")
         last_ts = rts
         body = data[pos + 16:pos + size]
         if rid == JIT_CODE_LOAD:
@@ -425,8 +432,8 @@ def read_jitdump(path, pid, exited_normally=True):
             end = body.index(b"\0", 40)
             name = body[40:end].decode()
             code = body[end + 1:]
-            assert len(code) == csize, "code size and record size disagree"
-            assert rpid == pid and vma == addr, (rpid, vma, addr)
+            check(len(code) == csize, "code size and record size disagree")
+            check(rpid == pid and vma == addr, (rpid, vma, addr))
             rec = dict(addr=addr, size=csize, index=index, name=name,
                        code=code, pid=rpid, tid=tid)
         elif rid == JIT_CODE_DEBUG_INFO:
@@ -438,14 +445,14 @@ def read_jitdump(path, pid, exited_normally=True):
                 entries.append((eaddr, line, discrim,
                                 body[p + 16:end].decode()))
                 p = end + 1
-            assert p == len(body), "debug info record size is not exact"
+            check(p == len(body), "debug info record size is not exact")
             rec = dict(addr=addr, entries=entries)
         elif rid == JIT_CODE_UNWINDING_INFO:
             usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
-            assert len(body) == 24 + usize, "unwinding record size"
+            check(len(body) == 24 + usize, "unwinding record size")
             rec = dict(unwind=body[24:], hdr_size=hsize, mapped=msize)
         elif rid == JIT_CODE_CLOSE:
-            assert size == 16, size
+            check(size == 16, size)
             rec = {}
         else:
             raise AssertionError(f"unexpected record id {rid}")
@@ -491,42 +498,42 @@ def cfa_table(unwind, code_size):
     regs = {7: "rsp", 6: "rbp"}
     # .eh_frame: CIE
     length, cie_id = struct.unpack_from("<II", unwind, 0)
-    assert cie_id == 0 and (length + 4) % 8 == 0, (cie_id, length)
+    check(cie_id == 0 and (length + 4) % 8 == 0, (cie_id, length))
     cie_end = 4 + length
-    assert unwind[8] == 1 and unwind[9:12] == b"zR\0", unwind[8:12]
+    check(unwind[8] == 1 and unwind[9:12] == b"zR\0", unwind[8:12])
     caf, p = leb128(unwind, 12)
     daf, p = leb128(unwind, p, signed=True)
     ra, p = leb128(unwind, p)
     alen, p = leb128(unwind, p)
-    assert (caf, daf, ra, alen) == (1, -8, 16, 1), (caf, daf, ra, alen)
-    assert unwind[p] == 0x1b, "FDE pointers must be pcrel|sdata4"
+    check((caf, daf, ra, alen) == (1, -8, 16, 1), (caf, daf, ra, alen))
+    check(unwind[p] == 0x1b, "FDE pointers must be pcrel|sdata4")
     initial = unwind[p + 1:cie_end]
     # FDE
     fde = cie_end
     flen, cie_ptr = struct.unpack_from("<II", unwind, fde)
-    assert (flen + 4) % 8 == 0, flen
-    assert cie_ptr == fde + 4, "CIE pointer"
+    check((flen + 4) % 8 == 0, flen)
+    check(cie_ptr == fde + 4, "CIE pointer")
     pc_begin, pc_range = struct.unpack_from("<iI", unwind, fde + 8)
     # perf places the code right before the .eh_frame
-    assert fde + 8 + pc_begin == -code_size, "FDE does not start at code"
-    assert pc_range == code_size, "FDE does not cover exactly the code"
+    check(fde + 8 + pc_begin == -code_size, "FDE does not start at code")
+    check(pc_range == code_size, "FDE does not cover exactly the code")
     aug, p = leb128(unwind, fde + 16)
-    assert aug == 0
+    check(aug == 0)
     instructions = unwind[p:fde + 4 + flen]
     term = fde + 4 + flen
-    assert unwind[term:term + 4] == b"\0\0\0\0", "no terminator"
+    check(unwind[term:term + 4] == b"\0\0\0\0", "no terminator")
     eh_frame_size = term + 4
     # .eh_frame_hdr
     hdr = unwind[eh_frame_size:]
-    assert hdr[:4] == bytes([1, 0x1b, 0x03, 0x3b]), hdr[:4]
+    check(hdr[:4] == bytes([1, 0x1b, 0x03, 0x3b]), hdr[:4])
     ptr, count = struct.unpack_from("<iI", hdr, 4)
-    assert eh_frame_size + 4 + ptr == 0, "eh_frame_ptr"
-    assert count == 1 and len(hdr) == 12 + 8 * count, (count, len(hdr))
+    check(eh_frame_size + 4 + ptr == 0, "eh_frame_ptr")
+    check(count == 1 and len(hdr) == 12 + 8 * count, (count, len(hdr)))
     table = [struct.unpack_from("<ii", hdr, 12 + 8 * i)
              for i in range(count)]
-    assert table == sorted(table), "table not sorted"
-    assert eh_frame_size + table[0][0] == -code_size, "table location"
-    assert eh_frame_size + table[0][1] == fde, "table FDE address"
+    check(table == sorted(table), "table not sorted")
+    check(eh_frame_size + table[0][0] == -code_size, "table location")
+    check(eh_frame_size + table[0][1] == fde, "table FDE address")
 
     # Run the CFA program.
     state = {"cfa": ("rsp", 8), "rbp": None}
@@ -548,9 +555,9 @@ def cfa_table(unwind, code_size):
                 if op & 0x3f == 6:
                     state["rbp"] = off * 8
                 else:
-                    assert op & 0x3f == 16 and off == 1, "RA rule"
+                    check(op & 0x3f == 16 and off == 1, "RA rule")
             elif op >> 6 == 3:                     # restore
-                assert op & 0x3f == 6
+                check(op & 0x3f == 6)
                 state["rbp"] = None
             elif op == 0x0c:                       # def_cfa
                 reg, i = leb128(prog, i)
@@ -568,7 +575,7 @@ def cfa_table(unwind, code_size):
                 raise AssertionError(f"unexpected CFA op {op:#x}")
 
     run(initial, state)
-    assert loc == 0, "CIE advances"
+    check(loc == 0, "CIE advances")
     run(instructions, state)
     for at in range(loc, code_size):
         rows[at] = (state["cfa"], state["rbp"])
