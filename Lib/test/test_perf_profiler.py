@@ -1089,6 +1089,57 @@ class TestJitDumpReader(unittest.TestCase):
                 with self.assertRaises((AssertionError, struct.error)):
                     read_jitdump(f.name, 7)
 
+    def test_rejects_anything_after_the_last_record(self):
+        # Records are appended, one write() each, to a file never grown
+        # ahead: it ends right after its last record, however its process
+        # ended.  Zeros or a partial record after it are a fault.
+        good = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40,
+                           JIT_ELF_MACHINE, 0, 7, 1, 0)
+        close = struct.pack("<IIQ", 3, 16, 2)
+        with tempfile.NamedTemporaryFile() as f:
+            for bad in (good + b"\0" * 16, good + b"\0" * 4096,
+                        good + close + b"\0" * 16, good + close + b"\0",
+                        good + close[:8]):
+                for exited_normally in (True, False):
+                    f.seek(0)
+                    f.truncate()
+                    f.write(bad)
+                    f.flush()
+                    with self.subTest(size=len(bad),
+                                      exited_normally=exited_normally):
+                        with self.assertRaises(
+                                (AssertionError, struct.error)):
+                            read_jitdump(f.name, 7, exited_normally)
+
+
+class TestMapReader(unittest.TestCase):
+    """The strict reader of perf maps must reject what is wrong."""
+
+    GOOD = b"7f0000001000 10 py::f:a.py\n7f0000001010 10 py::g:a.py\n"
+
+    def test_accepts_whole_lines(self):
+        for exited_normally in (True, False):
+            self.assertEqual(map_lines(self.GOOD, exited_normally),
+                             ["7f0000001000 10 py::f:a.py",
+                              "7f0000001010 10 py::g:a.py"])
+            self.assertEqual(map_lines(b"", exited_normally), [])
+
+    def test_rejects_anything_but_whole_lines(self):
+        # The file is appended to one whole line per write() and never
+        # grown ahead: blank lines or zeros (after the last line or
+        # between lines) and a partial last line are faults, however the
+        # process ended.
+        for bad in (self.GOOD + b"\n", self.GOOD + b"\n\n\n",
+                    self.GOOD + b"\0" * 64, self.GOOD + b"\0\n",
+                    b"\n" + self.GOOD, self.GOOD.replace(b"\n", b"\n\n", 1),
+                    self.GOOD[:-1], self.GOOD + b"7f00", b"\n", b"\0",
+                    b"7f0000001000 10 py::f\0:a.py\n", b"\xff\n"):
+            for exited_normally in (True, False):
+                with self.subTest(bad=bad[-12:],
+                                  exited_normally=exited_normally):
+                    with self.assertRaises((AssertionError, ValueError)):
+                        map_lines(bad, exited_normally)
+
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestJitDumpFile(unittest.TestCase):
