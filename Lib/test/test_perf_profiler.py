@@ -27,10 +27,11 @@ from test.support import perf_helper
 from test.support.perf_helper import (
     HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO,
     JIT_CODE_LOAD, JIT_CODE_UNWINDING_INFO, JIT_ELF_MACHINE, MAP_LINE,
-    NO_TRAMPOLINE, cfa_table, env_with, expected_cfa_rules, jit_path,
-    load_map_symbols, map_lines, map_path, parse_perf_script, perf_command,
-    read_jitdump, read_map_file, remove_jit_files, requires_perf,
-    requires_perf_inject_jit, run_python, script_pid, written_since)
+    NO_TRAMPOLINE, cfa_table, env_with, expected_cfa_rules, forget_files,
+    forget_path, jit_path, load_map_symbols, map_lines, map_path,
+    parse_perf_script, perf_command, read_jitdump, read_map_file,
+    requires_perf, requires_perf_inject_jit, run_and_forget, run_python,
+    script_pid, written_since)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
@@ -189,7 +190,7 @@ class PerfTestCase(unittest.TestCase):
         self.since = time.time() - 1
 
     def forget_pid(self, pid):
-        self.addCleanup(os_helper.unlink, map_path(pid))
+        forget_files(self, pid)
 
     def perf_script(self, data, *args):
         """The text of `perf script -i data ARGS`, which must succeed."""
@@ -377,11 +378,9 @@ class TestPerfMapFile(PerfTestCase):
 
     def run_map_script(self, *args, source=None, env=None):
         script = make_script(self.tmp, "mapped", source or self.SOURCE)
-        proc = run_python(*args, script, env=env)
+        proc, _ = run_and_forget(self, *args, script, env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
-        return proc, pid, script
+        return proc, script_pid(proc.stdout), script
 
     def read_map(self, pid, exited_normally=True):
         return read_map_file(map_path(pid), exited_normally)
@@ -490,10 +489,10 @@ class TestPerfMapFile(PerfTestCase):
         link = map_path(1)
         os_helper.unlink(link)
         os.link(victim, link)
-        self.addCleanup(os_helper.unlink, link)
         proc = subprocess.run(
             [*pid1, sys.executable, "-X", "perf", "-c", "print('ok')"],
             capture_output=True, text=True, env=env_with())
+        forget_path(self, link)
         self.assertEqual(proc.stdout, "ok\n")
         self.assertIn("RuntimeWarning", proc.stderr)
         with open(victim) as f:
@@ -507,7 +506,6 @@ class TestPerfMapFile(PerfTestCase):
         pid1 = pid_namespace_command(self)
         path = map_path(1)
         os_helper.unlink(path)
-        self.addCleanup(os_helper.unlink, path)
         first = subprocess.Popen(
             [*pid1, sys.executable, "-X", "perf", "-c", textwrap.dedent("""\
                 import sys
@@ -526,6 +524,7 @@ class TestPerfMapFile(PerfTestCase):
              "def g():\n    return 2\nprint(g())"],
             capture_output=True, text=True, env=env_with())
         out, err = first.communicate("go\n", timeout=300)
+        forget_path(self, path)
         self.assertEqual((second.returncode, second.stdout), (0, "2\n"))
         self.assertIn(f"RuntimeWarning: perf trampoline: cannot create "
                       f"{path}", second.stderr)
@@ -595,7 +594,7 @@ class TestPerfMapFile(PerfTestCase):
                     self.skipTest("strace cannot trace here")
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 pid = script_pid(proc.stdout)
-                self.addCleanup(remove_jit_files, pid)
+                forget_files(self, pid)
                 if option == "perf":
                     records = len(read_map_file(path(pid)))
                 else:
@@ -736,12 +735,8 @@ class TestProcessShapes(PerfTestCase):
                                 text=True, env=env_with())
         self.addCleanup(proc.kill)
         pid = script_pid(proc.stdout.readline())
-        self.forget_pid(pid)
-        self.addCleanup(remove_jit_files, pid)
         child = int(re.search(r"CHILD (\d+)",
                               proc.stdout.readline()).group(1))
-        self.forget_pid(child)
-        self.addCleanup(remove_jit_files, child)
         data = os.path.join(self.tmp, "perf.data")
         try:
             rec = subprocess.run(
@@ -751,7 +746,11 @@ class TestProcessShapes(PerfTestCase):
         finally:
             with open(stop, "w"):
                 pass
-        self.assertEqual(proc.wait(timeout=300), 0)
+        returncode = proc.wait(timeout=300)
+        # Both have exited now (the parent waits for the child).
+        self.forget_pid(pid)
+        self.forget_pid(child)
+        self.assertEqual(returncode, 0)
         self.assertEqual(rec.returncode, 0, rec.stderr)
         return data, script, pid, child
 
@@ -790,6 +789,7 @@ class TestProcessShapes(PerfTestCase):
         inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                           "-o", jit),
                              capture_output=True, text=True, timeout=300)
+        forget_files(self, child)       # its jitted-CHILD-*.so
         self.assertEqual(inj.returncode, 0, inj.stderr)
         text = self.perf_script(jit)
         samples = [s for s in parse_perf_script(text) if s.tid == child]
@@ -865,7 +865,7 @@ class TestProcessShapes(PerfTestCase):
         pids = set(re.findall(r"PID (\d+)", proc.stdout))
         self.assertEqual(len(pids), 1, proc.stdout)
         pid = int(pids.pop())
-        self.addCleanup(remove_jit_files, pid)
+        forget_files(self, pid)
         return proc, pid
 
     EMBEDDED = """
@@ -921,10 +921,10 @@ class TestProcessShapes(PerfTestCase):
 
     def run_agent(self, mode):
         code = self.AGENT.replace("MODE", repr(mode))
-        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        proc, _ = run_and_forget(self, "-X", "perf", "-c",
+                                 textwrap.dedent(code))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
         self.assertEqual(proc.stdout.split()[-1], str(sum(range(500))))
         lines = read_map_file(map_path(pid))
         for line in lines:
@@ -955,13 +955,13 @@ class TestProcessShapes(PerfTestCase):
         path = map_path(1)
         with open(path, "w") as f:
             f.write("0 ffffffffffff stale_function\n")
-        self.addCleanup(os_helper.unlink, path)
         past = os.stat(path).st_mtime - 2
         os.utime(path, (past, past))
         proc = subprocess.run(
             [*pid1, sys.executable, "-X", "perf", "-c",
              "def g():\n    return 2\nprint(g())"],
             capture_output=True, text=True, env=env_with())
+        forget_path(self, path)
         self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
                          (0, "2\n", ""))
         names = [line.split(" ", 2)[2] for line in read_map_file(path)]
@@ -985,10 +985,10 @@ class TestProcessShapes(PerfTestCase):
                 return 1
             later()
             """
-        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        proc, _ = run_and_forget(self, "-X", "perf", "-c",
+                                 textwrap.dedent(code))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
         names = [line.split(" ", 2)[2]
                  for line in read_map_file(map_path(pid))]
         self.assertIn("py::later:<string>", names)
@@ -1018,12 +1018,11 @@ class TestProcessShapes(PerfTestCase):
             """
         for backend, start in (("perf", "perf_jit"), ("perf_jit", "perf")):
             with self.subTest(backend=backend):
-                proc = run_python("-X", start, "-c",
-                                  textwrap.dedent(code).replace(
-                                      "BACKEND", repr(backend)))
+                proc, _ = run_and_forget(self, "-X", start, "-c",
+                                         textwrap.dedent(code).replace(
+                                             "BACKEND", repr(backend)))
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 pid = script_pid(proc.stdout)
-                self.addCleanup(remove_jit_files, pid)
                 if backend == "perf":
                     names = {line.split(" ", 2)[2]
                              for line in read_map_file(map_path(pid))}
@@ -1061,9 +1060,9 @@ class TestProcessShapes(PerfTestCase):
             interpreters.destroy(sub)
             print(sys.is_stack_trampoline_active())
             '''
-        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        proc, _ = run_and_forget(self, "-X", "perf", "-c",
+                                 textwrap.dedent(code))
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.forget_pid(script_pid(proc.stdout))
         self.assertEqual(proc.stdout.split()[-1], "True")
 
 
@@ -1112,6 +1111,47 @@ class TestJitDumpReader(unittest.TestCase):
                             read_jitdump(f.name, 7, exited_normally)
 
 
+class TestCleanup(unittest.TestCase):
+    """Cleanup removes only the files our own processes wrote: not a
+    later, unrelated process's that got the same pid."""
+
+    def setUp(self):
+        self.since = time.time() - 1
+
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+    def test_file_of_a_later_process_with_the_pid_stays(self):
+        for later in (None, "reuses the file", "makes a new file"):
+            with self.subTest(later=later):
+                proc = run_python("-X", "perf", "-c",
+                                  "import os; print('PID', os.getpid())")
+                pid = script_pid(proc.stdout)
+                path = map_path(pid)
+                self.addCleanup(os_helper.unlink, path)
+                seen = perf_helper._own_files(perf_helper._files_of(pid),
+                                              self.since)
+                self.assertIn(path, seen)
+                # What a later process with that pid would do to the
+                # file, between our child's exit and the cleanup.
+                if later == "reuses the file":
+                    with open(path, "w") as f:
+                        f.write("1000 10 py::later:other.py\n")
+                elif later == "makes a new file":
+                    os.unlink(path)
+                    with open(path, "w") as f:
+                        f.write("1000 10 py::later:other.py\n")
+                perf_helper._remove_unchanged(seen)
+                self.assertEqual(os.path.exists(path), later is not None)
+
+    def test_files_older_than_the_test_are_not_ours(self):
+        fd, path = tempfile.mkstemp(prefix="test_perf_old_")
+        os.close(fd)
+        self.addCleanup(os_helper.unlink, path)
+        old = time.time() - 3600
+        os.utime(path, (old, old))
+        seen = perf_helper._own_files([path], self.since)
+        self.assertEqual(seen, {})
+
+
 class TestMapReader(unittest.TestCase):
     """The strict reader of perf maps must reject what is wrong."""
 
@@ -1150,13 +1190,11 @@ class TestJitDumpFile(unittest.TestCase):
         self.since = time.time() - 1
 
     def run_jit(self, code, *args, env=None):
-        proc = run_python(*args, "-c", textwrap.dedent(code), env=env)
-        pid = re.search(r"PID (\d+)", proc.stdout)
-        self.assertIsNotNone(pid, proc.stdout + proc.stderr)
-        pid = int(pid.group(1))
-        self.addCleanup(remove_jit_files, pid)
+        proc, pids = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                    env=env)
+        self.assertEqual(len(pids), 1, proc.stdout + proc.stderr)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        return proc, pid
+        return proc, pids[0]
 
     SOURCE = """
         import os, sys
@@ -1289,7 +1327,7 @@ class TestJitDumpFile(unittest.TestCase):
     def test_fork_child_records_its_own_ids(self):
         proc, pid = self.run_jit(FORK_SOURCE, "-X", "perf_jit")
         child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
-        self.addCleanup(remove_jit_files, child)
+        forget_files(self, child)
         # The child's dump is strictly valid too (no CLOSE: os._exit) and
         # its code loads carry the child's pid and thread id, not the
         # parent's (the forking thread's id changes in the child).
@@ -1330,11 +1368,11 @@ def check_planted_symlink(test, path, option):
     # In a fresh pid namespace the interpreter is pid 1.
     os_helper.unlink(path)
     os.symlink(victim, path)
-    test.addCleanup(os_helper.unlink, path)
     proc = subprocess.run(
         [*pid1, sys.executable, "-X", option,
          "-c", "def f(): return 45\nprint('output intact'); print(f())"],
         capture_output=True, text=True, env=env_with())
+    forget_path(test, path)
     test.assertEqual(proc.returncode, 0, proc.stderr)
     test.assertEqual(proc.stdout, "output intact\n45\n")
     test.assertIn("RuntimeWarning", proc.stderr)
@@ -1362,10 +1400,11 @@ class TestPerfJit(PerfTestCase):
             env=env if env is not None else env_with(), timeout=300)
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
-        self.addCleanup(remove_jit_files, pid)
+        forget_files(self, pid)
         inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                           "-o", jit),
                              capture_output=True, text=True, timeout=300)
+        forget_files(self, pid)         # its jitted-PID-*.so
         self.assertEqual(inj.returncode, 0, inj.stderr)
         self.assertTrue(glob.glob(f"/tmp/jitted-{pid}-*.so"))
         return script, jit, parse_perf_script(self.perf_script(jit))
@@ -1412,12 +1451,14 @@ class TestPerfJit(PerfTestCase):
 
 class TestSysApi(unittest.TestCase):
 
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
     def check(self, code, *args, env=None):
-        proc = run_python(*args, "-c", textwrap.dedent(code), env=env)
+        proc, _ = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                 env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        pid = re.search(r"PID (\d+)", proc.stdout)
-        if pid:
-            self.addCleanup(os_helper.unlink, map_path(pid.group(1)))
         return proc
 
     def test_functions_exist(self):
@@ -1575,9 +1616,8 @@ class TestSysApi(unittest.TestCase):
             """
         for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
             with self.subTest(args=args):
-                proc = run_python(*args, "-c", "import os\n"
-                                  + textwrap.dedent(code))
-                self.addCleanup(remove_jit_files, script_pid(proc.stdout))
+                proc, _ = run_and_forget(self, *args, "-c", "import os\n"
+                                         + textwrap.dedent(code))
                 self.assertEqual((proc.returncode,
                                   proc.stdout.splitlines()[-1]),
                                  (0, "[1234]"), proc.stderr)
@@ -1733,9 +1773,8 @@ class TestChildProcesses(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="test_perf_")
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         script = make_script(tmp, "children", self.SOURCE)
-        proc = run_python(*args, script, env=env, timeout=300)
-        for pid in re.findall(r"^(?:PID|STARTED) (\d+)$", proc.stdout, re.M):
-            self.addCleanup(remove_jit_files, int(pid))
+        proc, _ = run_and_forget(self, *args, script, env=env, timeout=300,
+                                 pids=r"^(?:PID|STARTED) (\d+)$")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stderr, "")
         return proc.stdout, script
@@ -1816,10 +1855,8 @@ class TestChildProcesses(unittest.TestCase):
                  ["-E", "-X", "perf"]),
                 ((), {}, [])):
             with self.subTest(args=args, env=env):
-                proc = run_python(*args, "-c", code, env=env_with(**env))
-                pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
-                if pid:
-                    self.addCleanup(remove_jit_files, int(pid.group(1)))
+                proc, _ = run_and_forget(self, *args, "-c", code,
+                                         env=env_with(**env))
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stdout.splitlines()[-1],
                                  str(expected))
@@ -1839,10 +1876,9 @@ class TestHostileInput(unittest.TestCase):
     def run_code(self, code, *args, env=None, returncode=0, **kw):
         """Run `code` (which prints "PID n" first) in a child; its files
         are removed afterwards.  Returns (proc, pid)."""
-        proc = run_python(*args, "-c", textwrap.dedent(code),
-                          env=env if env is not None else env_with(), **kw)
-        pid = int(script_pid(proc.stdout))
-        self.addCleanup(remove_jit_files, pid)
+        proc, _ = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                 env=env, **kw)
+        pid = script_pid(proc.stdout)
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         return proc, pid
 
@@ -2105,7 +2141,7 @@ class TestHostileInput(unittest.TestCase):
                                       capture_output=True, text=True,
                                       env=env_with())
                 pid = script_pid(proc.stdout)
-                self.addCleanup(remove_jit_files, pid)
+                forget_files(self, pid)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stdout.split()[-1], "3")
                 names = self.check_files(pid)
@@ -2247,7 +2283,6 @@ class TestHostileInput(unittest.TestCase):
                              ("perf_jit", jit_path(1))):
             with self.subTest(option=option):
                 os_helper.unlink(path)
-                self.addCleanup(os_helper.unlink, path)
                 with open(path, "wb") as f:
                     f.write(stale[option])
                 os.chmod(path, 0o600)
@@ -2258,6 +2293,7 @@ class TestHostileInput(unittest.TestCase):
                     [*pid1, sys.executable, "-X", option, "-c",
                      "def ours():\n    return 2\nprint(ours())"],
                     capture_output=True, text=True, env=env_with())
+                forget_path(self, path)
                 self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
                                  (0, "2\n", ""))
                 names = set()
@@ -2509,10 +2545,8 @@ class TestDeepRecursion(PerfTestCase):
         script = make_script(self.tmp, "deep", source)
         outputs = {}
         for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
-            proc = run_python(*args, script, *script_args, timeout=300)
-            pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
-            if pid is not None:
-                self.addCleanup(remove_jit_files, int(pid.group(1)))
+            proc, _ = run_and_forget(self, *args, script, *script_args,
+                                     timeout=300)
             self.assertEqual(proc.returncode, 0,
                              f"{args}: {proc.stderr[-2000:]}")
             outputs[args] = proc.stdout.split("\n", 1)[1]

@@ -18,14 +18,13 @@ import re
 import sys
 import sysconfig
 import textwrap
+import time
 import unittest
 
 from test import support
-from test.support import os_helper
-
 from test.support.perf_helper import (
     JIT_CODE_LOAD, check, jit_path, map_lines, map_path, read_jitdump,
-    run_python)
+    run_and_forget)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
@@ -223,15 +222,16 @@ def dump_names(pid, exited_normally=True):
 
 class PerfStormTest(unittest.TestCase):
 
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
     def run_storm(self, *args):
         """Run the interpreter with `args`; returns its stdout and the pids
         of all its processes, whose files are removed after the test."""
-        proc = run_python(*args, timeout=support.LONG_TIMEOUT * 2)
-        pids = [int(p) for p in re.findall(r"^(?:PID|CHILD \d+) (\d+)$",
-                                           proc.stdout, re.M)]
-        for pid in pids:
-            self.addCleanup(os_helper.unlink, map_path(pid))
-            self.addCleanup(os_helper.unlink, jit_path(pid))
+        proc, pids = run_and_forget(self, *args,
+                                    timeout=support.LONG_TIMEOUT * 2,
+                                    pids=r"^(?:PID|CHILD \d+) (\d+)$")
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertEqual(proc.stderr, "")
         self.assertTrue(pids, proc.stdout)

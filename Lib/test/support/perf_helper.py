@@ -150,10 +150,11 @@ def _perf_inject_jit_works():
         return problem
     if os.uname().machine != "x86_64":
         return "the jitdump probe is written for x86_64"
+    since = time.time() - 1
     alone = run_python("-I", "-c", JIT_PROBE, timeout=120)
     pid = re.search(r"PID (\d+)", alone.stdout)
     if pid is not None:
-        remove_jit_files(int(pid.group(1)))
+        _remove_unchanged(_own_files(_files_of(int(pid.group(1))), since))
     if alone.returncode != 0 or pid is None:
         raise AssertionError("the jitdump probe program fails on this "
                              "interpreter, without perf: "
@@ -161,6 +162,7 @@ def _perf_inject_jit_works():
     with tempfile.TemporaryDirectory() as tmp:
         data = os.path.join(tmp, "probe.data")
         jit = os.path.join(tmp, "probe.jit.data")
+        since = time.time() - 1
         rec = subprocess.run(
             perf_command("record", "-F", "999", "-k", "1", "--call-graph",
                          "dwarf", "-o", data, "--", sys.executable, "-I",
@@ -180,7 +182,8 @@ def _perf_inject_jit_works():
                 return "perf inject --jit writes no jitted-*.so here"
         finally:
             if pid is not None:
-                remove_jit_files(int(pid.group(1)))
+                _remove_unchanged(_own_files(_files_of(int(pid.group(1))),
+                                             since))
     return None
 
 
@@ -198,16 +201,77 @@ def written_since(path, since):
         return False
 
 
-# Files older than this module's start are not our children's: another
-# process (in another pid namespace, or long gone) had that pid.
-MODULE_STARTED = time.time() - 1
+# ---- Cleanup: only the files our own processes wrote ------------------------
+#
+# /tmp is shared, and pids come round again (pid_max is 32,768 here; CI
+# forks thousands of processes): once a child of ours has exited, its pid
+# can be an unrelated process's, whose /tmp/perf-PID.map must stay.  So the
+# files of a child are identified when it has just exited (those written
+# since the test started: older ones were another process's), by device,
+# inode, size and modification time, and removed after the test only if
+# they are still the same file, unchanged (a later process of that pid
+# reuses the file in place, truncating it).
+
+def _identity(path):
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def remove_jit_files(pid):
-    for path in [jit_path(pid), map_path(pid),
-                 *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
-        if written_since(path, MODULE_STARTED):
+def _files_of(pid):
+    return [map_path(pid), jit_path(pid),
+            *glob.glob(f"/tmp/jitted-{pid}-*.so")]
+
+
+def _own_files(paths, since):
+    """{path: identity} of those of `paths` written at `since` or later."""
+    seen = {}
+    for path in paths:
+        if (os.path.lexists(path) if since is None
+                else written_since(path, since)):
+            identity = _identity(path)
+            if identity is not None:
+                seen[path] = identity
+    return seen
+
+
+def _remove_unchanged(seen):
+    for path, identity in seen.items():
+        if _identity(path) == identity:
             os_helper.unlink(path)
+
+
+def forget_files(test, pid):
+    """Remove, after `test`, the files of its process `pid`, which has
+    exited (call again after perf inject, for its jitted-PID-*.so):
+    /tmp/perf-PID.map, /tmp/jit-PID.dump, /tmp/jitted-PID-*.so, those
+    written since the test started (`test.since`, a time.time()) and
+    still unchanged then."""
+    test.addCleanup(_remove_unchanged, _own_files(_files_of(pid), test.since))
+
+
+def forget_path(test, path):
+    """Remove `path`, which a process of `test` has just made or written,
+    after the test if it is unchanged then."""
+    test.addCleanup(_remove_unchanged, _own_files([path], None))
+
+
+PID_LINE = r"^PID (\d+)$"
+
+
+def run_and_forget(test, *args, env=None, pids=PID_LINE, **kw):
+    """Run this interpreter with `args` (`env`, or the caller's
+    environment without PYTHON* variables), find the pids its processes
+    print (lines matching `pids`, with one group: "PID n" by default) and
+    have their files removed after `test` (forget_files).  Returns the
+    CompletedProcess and the list of pids."""
+    proc = run_python(*args, env=env, **kw)
+    found = [int(p) for p in re.findall(pids, proc.stdout, re.M)]
+    for pid in found:
+        forget_files(test, pid)
+    return proc, found
 
 
 # ---- Probes, computed once, from the setUpModule() of a test module ---------
