@@ -322,9 +322,13 @@ class TestPerfProfiling(PerfTestCase):
         # The build's own knowledge behind test_no_native_frame_skipped:
         # each of TRAMPOLINE_CALLERS calls trampolines with a real call,
         # not a jump that would leave no frame.  A trampoline is entered
-        # with the evaluator as fourth argument (%rcx): after the evaluator's
-        # address goes into %rcx, the next control transfer must be an
-        # indirect call (an indirect jump there would be a tail call).
+        # with the evaluator as fourth argument (%rcx): on every path from
+        # an instruction that puts the evaluator's address into %rcx, the
+        # indirect transfer reached while %rcx still holds it must be a
+        # call (an indirect jump there would be a tail call), and there is
+        # at least one.  The whole function is followed, through its
+        # jumps, so that an optimised build's layout (PGO, LTO) that moves
+        # the call away from the load changes nothing.
         for func in TRAMPOLINE_CALLERS:
             proc = subprocess.run(
                 ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
@@ -332,23 +336,127 @@ class TestPerfProfiling(PerfTestCase):
                 timeout=120)
             if "No symbol" in proc.stdout + proc.stderr:
                 self.skipTest("interpreter has no symbols")
-            code = [line.split("\t", 1)[1] for line in proc.stdout.splitlines()
-                    if "\t" in line]
+            code = parse_disassembly(proc.stdout)
             self.assertTrue(code, proc.stdout + proc.stderr)
-            trampoline_calls = 0
-            for n, insn in enumerate(code):
-                if not (re.search(r",%rcx\b", insn)
-                        and "<_PyEval_EvalFrameDefault>" in insn):
-                    continue
-                transfer = next((i for i in code[n + 1:n + 12]
-                                 if re.match(r"(call|j[a-z]+)\s", i)), "")
-                self.assertFalse(re.match(r"jmp\s+\*", transfer),
-                                 f"{func} tail-calls a trampoline: {transfer}")
-                if re.match(r"call\s+\*%r", transfer):
-                    trampoline_calls += 1
-            self.assertGreaterEqual(trampoline_calls, 1,
+            calls, jumps = evaluator_transfers(code)
+            listing = "\n".join(insn for _, insn in code)
+            self.assertEqual(jumps, [],
+                             f"{func} tail-calls a trampoline:\n{listing}")
+            self.assertGreaterEqual(len(calls), 1,
                                     f"{func} calls no trampoline:\n"
-                                    + "\n".join(code))
+                                    + listing)
+
+
+def parse_disassembly(text):
+    """[(address, instruction)] of gdb's `disassemble` output; the
+    instruction keeps gdb's comment (`# 0x... <symbol>`)."""
+    code = []
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:=>\s*)?0x([0-9a-f]+) <\+\d+>:\t(.*)$", line)
+        if m:
+            code.append((int(m.group(1), 16), m.group(2).strip()))
+    return code
+
+
+# An x86_64 instruction (AT&T syntax, gdb's comment removed) that writes
+# %rcx: its last operand is %rcx or a part of it (compares, tests and
+# pushes only read theirs), or it is one of those that change %rcx
+# implicitly.
+WRITES_RCX = re.compile(
+    r"^(?!cmp|test|bt|push)\S+\s.*(?:^|[\s,])%(?:rcx|ecx|cx|cl|ch)$"
+    r"|^(?:xchg|cmpxchg|rep|cpuid|syscall|rdtsc|loop)")
+
+
+def evaluator_transfers(code):
+    """Follow every path of the function `code` (parse_disassembly()) from
+    each instruction that loads _PyEval_EvalFrameDefault's address into
+    %rcx, as long as %rcx keeps it: through direct jumps within the
+    function, both ways at conditional ones, ending at a call (which may
+    change %rcx), a return, an instruction that writes %rcx or a jump out
+    of the function.  Returns the indirect calls and the indirect jumps
+    those paths reach: [(address, instruction)] each."""
+    index = {addr: n for n, (addr, _) in enumerate(code)}
+    calls, jumps = {}, {}
+    for start, (_, insn) in enumerate(code):
+        if not (re.search(r",%rcx\b", insn)
+                and "<_PyEval_EvalFrameDefault>" in insn):
+            continue
+        todo, seen = [start + 1], set()
+        while todo:
+            n = todo.pop()
+            if n in seen or n >= len(code):
+                continue
+            seen.add(n)
+            addr, insn = code[n]
+            insn = re.sub(r"\s*#.*$", "", insn)
+            insn = re.sub(r"^(?:notrack|bnd)\s+", "", insn)
+            op = insn.split(None, 1)[0] if insn else ""
+            if re.match(r"callq?\s+\*", insn):
+                calls[addr] = code[n]
+            elif re.match(r"jmpq?\s+\*", insn):
+                jumps[addr] = code[n]
+            elif op.startswith(("call", "ret", "ud2", "hlt")):
+                pass
+            elif op.startswith("j"):
+                m = re.match(r"j[a-z]+\s+0x([0-9a-f]+)", insn)
+                if m and int(m.group(1), 16) in index:
+                    todo.append(index[int(m.group(1), 16)])
+                if op not in ("jmp", "jmpq"):
+                    todo.append(n + 1)
+            elif not WRITES_RCX.search(insn):
+                todo.append(n + 1)
+    return sorted(calls.values()), sorted(jumps.values())
+
+
+class TestDisassemblyCheck(unittest.TestCase):
+    """evaluator_transfers() finds a tail call however far from the load
+    of %rcx the layout puts it, and only transfers while %rcx holds the
+    evaluator."""
+
+    LOAD = ("lea    -0x1000(%rip),%rcx        "
+            "# 0x1000 <_PyEval_EvalFrameDefault>")
+
+    def disassembly(self, *insns):
+        return "\n".join(f"   0x{0x2000 + 4 * n:016x} <+{4 * n}>:\t{insn}"
+                         for n, insn in enumerate(insns))
+
+    def transfers(self, *insns):
+        calls, jumps = evaluator_transfers(
+            parse_disassembly(self.disassembly(*insns)))
+        return [i for _, i in calls], [i for _, i in jumps]
+
+    def test_call_far_away_through_jumps(self):
+        filler = ["mov    %r12,%rsi"] * 30
+        code = [self.LOAD, "test   %rax,%rax",
+                f"je     0x{0x2000 + 4 * 40:x} <f+160>", *filler,
+                f"jmp    0x{0x2000 + 4 * 42:x} <f+168>"]
+        code += ["nop"] * (40 - len(code))
+        code += ["call   *%rax", "ret", "mov    %r8,%rdi", "call   *%r10",
+                 "ret"]
+        self.assertEqual(self.transfers(*code),
+                         (["call   *%rax", "call   *%r10"], []))
+
+    def test_tail_call_found(self):
+        filler = ["mov    %r12,%rsi"] * 30
+        for tail in ("jmp    *%rax", "notrack jmp *%rax"):
+            code = [self.LOAD, "test   %rax,%rax",
+                    f"jne    0x{0x2000 + 4 * 34:x} <f+136>", *filler,
+                    "call   *%rax", tail]
+            self.assertEqual(self.transfers(*code),
+                             (["call   *%rax"], [tail]))
+
+    def test_rcx_overwritten(self):
+        for clobber in ("mov    %rbx,%rcx", "xor    %ecx,%ecx",
+                        "call   0x3000 <other>", "pop    %rcx", "ret"):
+            self.assertEqual(
+                self.transfers(self.LOAD, clobber, "jmp    *%rax"),
+                ([], []))
+        # reading %rcx keeps it
+        for read in ("cmp    $0x1,%rcx", "test   %rcx,%rcx",
+                     "push   %rcx", "mov    %rcx,%rdx"):
+            self.assertEqual(
+                self.transfers(self.LOAD, read, "jmp    *%rax"),
+                ([], ["jmp    *%rax"]))
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
