@@ -2421,7 +2421,14 @@ class TestHostileInput(unittest.TestCase):
     # -- executable memory refused -------------------------------------------
 
     def test_address_space_limit(self):
-        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.
+        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.  The
+        # limit is set 4 MiB below the process's size, so that no new
+        # mapping can succeed, even after the allocator gave some back;
+        # the interpreter's own allocations meanwhile come from room left
+        # in malloc's heap (64 KiB blocks freed between kept ones, which
+        # malloc reuses, and which no mmap() can), not from the slack the
+        # allocators happened to have.  The main thread's stack is grown
+        # first, as the limit would stop that too.
         for option in ("perf", "perf_jit"):
             with self.subTest(option=option):
                 proc, pid = self.run_code(f"""
@@ -2437,9 +2444,19 @@ class TestHostileInput(unittest.TestCase):
                                               for i in range(3000)),
                                    "<many>", "exec")
                     ns = {{}}
-                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-                    resource.setrlimit(resource.RLIMIT_AS, (vm_size(), hard))
                     exec(code, ns)
+                    nested = []
+                    for _ in range(900):
+                        nested = [nested]
+                    repr(nested)
+                    kept, room = [], []
+                    for _ in range(64):
+                        room.append(bytearray(64 * 1024))
+                        kept.append(bytearray(1024))
+                    del room
+                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                    resource.setrlimit(resource.RLIMIT_AS,
+                                       (vm_size() - 4 * 1024 * 1024, hard))
                     total = sum(ns[f"f{{i}}"]() for i in range(3000))
                     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
                     print("output intact", total,
