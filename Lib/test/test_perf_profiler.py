@@ -2,9 +2,10 @@
 sys.activate_stack_trampoline() and friends.
 
 The profiling tests run the real `perf record` / `perf script` and are
-skipped only when a probe shows that perf cannot sample on this machine.
-Every test removes the perf.data files and the /tmp/perf-PID.map files of
-the processes it started.
+skipped only when a probe shows that perf cannot sample on this machine
+(the probes, the readers of the files and the cleanup helpers are in
+test.support.perf_helper).  Every test removes the perf.data files and the
+/tmp files of the processes it started, and only those.
 """
 
 import glob
@@ -57,8 +58,8 @@ def baz(n):
 """
 NESTED_NAMES = ("foo", "bar", "baz")
 
-# Runs 3,000 functions once each: files of several hundred KiB, which
-# their writer maps a window at a time.
+# Runs 3,000 functions once each: files of several hundred KiB, appended
+# to one record at a time.
 MANY_FUNCTIONS = """\
 import os
 print("PID", os.getpid(), flush=True)
@@ -135,9 +136,6 @@ os.waitpid(child, 0)
 """
 
 
-# The functions that call trampolines: the PEP 523 hook (which the
-# evaluator also calls for the frames its call instructions push) and the
-# hook's out-of-line first call of a code object.
 # The functions that call trampolines: the evaluator (for the frames its
 # call instructions push), the PEP 523 hook (frames entered from C) and the
 # hook's path for a code object's first call.
@@ -610,7 +608,8 @@ class TestPerfMapFile(PerfTestCase):
         # Two pid namespaces that share /tmp: both interpreters are pid 1
         # and want /tmp/perf-1.map.  The second gets a warning and leaves
         # the file alone; the first writes on, undisturbed (truncated
-        # under it, its mapping of the file would kill it with SIGBUS).
+        # under it, its file would lose the lines written before, and perf
+        # the names of its functions).
         pid1 = pid_namespace_command(self)
         path = map_path(1)
         os_helper.unlink(path)
@@ -1912,8 +1911,7 @@ class TestChildProcesses(unittest.TestCase):
                 self.assertIn(pid, started)
                 self.assertEqual(active, "True")
                 # Children of fork (forkserver's too) leave through
-                # os._exit(): their files may end in the room allocated
-                # ahead.
+                # os._exit(): no CLOSE record ends their jitdumps.
                 names = self.names(backend, pid, exited_normally=way in (
                     "spawn", "subprocess"))
                 filename = "<string>" if way == "subprocess" else script

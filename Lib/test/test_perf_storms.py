@@ -7,7 +7,7 @@ the test knows (every process prints "PID n", every forked child
 "CHILD n") and removes.  A storm passes when every process exits with 0,
 prints nothing on stderr (under `make sanitize` a sanitizer report would
 land there or in its log directory) and leaves files that the strict
-readers of test_perf_profiler accept, naming what the storm ran.
+readers of test.support.perf_helper accept, naming what the storm ran.
 
 `make sanitize` runs this module on an ASan + UBSan build; it is an
 ordinary test module too.
