@@ -2,12 +2,12 @@
 sys.activate_stack_trampoline() and friends.
 
 The profiling tests run the real `perf record` / `perf script` and are
-skipped only when a probe shows that perf cannot sample on this machine.
-Every test removes the perf.data files and the /tmp/perf-PID.map files of
-the processes it started.
+skipped only when a probe shows that perf cannot sample on this machine
+(the probes, the readers of the files and the cleanup helpers are in
+test.support.perf_helper).  Every test removes the perf.data files and the
+/tmp files of the processes it started, and only those.
 """
 
-import bisect
 import glob
 import os
 import re
@@ -16,7 +16,6 @@ import signal
 import struct
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import textwrap
 import time
@@ -25,25 +24,19 @@ import unittest
 from test import support
 from test.support import os_helper
 from test.support.script_helper import assert_python_ok, make_script
+from test.support import perf_helper
+from test.support.perf_helper import (
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO,
+    JIT_CODE_LOAD, JIT_CODE_UNWINDING_INFO, JIT_ELF_MACHINE, MAP_LINE,
+    NO_TRAMPOLINE, cfa_table, env_with, expected_cfa_rules, forget_files,
+    forget_path, jit_path, load_map_symbols, map_lines, map_path,
+    parse_perf_script, perf_command, read_jitdump, read_map_file,
+    requires_perf, requires_perf_inject_jit, run_and_forget, run_python,
+    script_pid, written_since)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
 
-HAVE_TRAMPOLINE = bool(sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"))
-# Where configure's probe finds no trampoline template (Linux on x86_64,
-# aarch64 and riscv64 have one), the tests of trampolines skip with this.
-NO_TRAMPOLINE = (f"perf trampoline not supported on this platform "
-                 f"({sysconfig.get_config_var('MULTIARCH') or sys.platform}"
-                 f" has no PY_HAVE_PERF_TRAMPOLINE)")
-# The jitdump header's ELF machine, per architecture.
-JIT_ELF_MACHINE = {"x86_64": 62, "aarch64": 183,
-                   "riscv64": 243}.get(os.uname().machine, 0)
-# Frame-pointer unwinding (perf record -g) only works through an
-# interpreter built with frame pointers; the distribution-style build is
-# profiled with DWARF unwinding and the jitdump instead.
-HAVE_FRAME_POINTERS = "-fno-omit-frame-pointer" in (
-    sysconfig.get_config_var("PY_CFLAGS") or "")
-MAP_LINE = re.compile(r"^[0-9a-f]+ [0-9a-f]+ py::.*$")
 
 # The nested calls of the perf howto.  The script prints its pid first so
 # that the test knows which map file is its own.
@@ -65,8 +58,8 @@ def baz(n):
 """
 NESTED_NAMES = ("foo", "bar", "baz")
 
-# Runs 3,000 functions once each: files of several hundred KiB, which
-# their writer maps a window at a time.
+# Runs 3,000 functions once each: files of several hundred KiB, appended
+# to one record at a time.
 MANY_FUNCTIONS = """\
 import os
 print("PID", os.getpid(), flush=True)
@@ -143,9 +136,6 @@ os.waitpid(child, 0)
 """
 
 
-# The functions that call trampolines: the PEP 523 hook (which the
-# evaluator also calls for the frames its call instructions push) and the
-# hook's out-of-line first call of a code object.
 # The functions that call trampolines: the evaluator (for the frames its
 # call instructions push), the PEP 523 hook (frames entered from C) and the
 # hook's path for a code object's first call.
@@ -153,225 +143,14 @@ TRAMPOLINE_CALLERS = ("_PyEval_EvalFrameDefault",
                       "_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
 
 
-def map_path(pid):
-    return f"/tmp/perf-{pid}.map"
-
-
-def script_pid(stdout):
-    m = re.search(r"^PID (\d+)$", stdout, re.M)
-    if m is None:
-        raise AssertionError(f"script printed no pid: {stdout!r}")
-    return int(m.group(1))
-
-
-def run_python(*args, env=None, **kw):
-    """Run this interpreter; clean environment unless `env` is given."""
-    if env is None:
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("PYTHON")}
-    return subprocess.run([sys.executable, *args], env=env,
-                          capture_output=True, text=True, **kw)
-
-
-def env_with(**extra):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-    env.update(extra)
-    return env
-
-
-# perf copies every binary a run involves into its build-id cache
-# (~/.debug), the jitted-*.so files of `perf inject --jit` included: the
-# tests' perf runs get a cache of their own, removed with the module.
-BUILDID_DIR = tempfile.mkdtemp(prefix="test_perf_buildid_")
+def setUpModule():
+    # The probes of what perf can do here: a minute or two on a slow
+    # machine, so not at import.
+    perf_helper.setup_module()
 
 
 def tearDownModule():
-    shutil.rmtree(BUILDID_DIR, ignore_errors=True)
-
-
-def perf_command(*args):
-    return ["perf", "--buildid-dir", BUILDID_DIR, *args]
-
-
-def _perf_can_sample():
-    """Probe: perf exists and `perf record` samples a process here."""
-    if shutil.which("perf") is None:
-        return "perf is not installed"
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "probe.data")
-        try:
-            proc = subprocess.run(
-                perf_command("record", "-F", "999", "-g", "-o", out, "--",
-                             sys.executable, "-c", "sum(range(3_000_000))"),
-                capture_output=True, timeout=120)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return f"perf record failed: {exc}"
-        if proc.returncode != 0 or not os.path.exists(out):
-            return ("perf record cannot sample here: "
-                    + proc.stderr.decode(errors="replace")[-300:])
-        script = subprocess.run(perf_command("script", "-i", out),
-                                capture_output=True, timeout=120)
-        if script.returncode != 0 or not script.stdout.strip():
-            return "perf script shows no samples"
-    return None
-
-
-PERF_PROBLEM = _perf_can_sample() if HAVE_TRAMPOLINE else "no trampoline"
-
-
-# A program that does what a JIT does for perf, without any of the code
-# under test: it writes a minimal /tmp/jit-PID.dump (header and one code
-# load) and maps it executable, the marker perf inject looks for.
-JIT_PROBE = """\
-import mmap, os, struct, time
-pid = os.getpid()
-clock = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-code = bytes([0x55, 0x48, 0x89, 0xe5, 0x5d, 0xc3])
-body = (struct.pack("<IIQQQQ", pid, pid, 0x10000, 0x10000, len(code), 0)
-        + b"probe_function\\0" + code)
-with open(f"/tmp/jit-{pid}.dump", "wb") as f:
-    f.write(struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid,
-                        clock(), 0))
-    f.write(struct.pack("<IIQ", 0, 16 + len(body), clock()) + body)
-fd = os.open(f"/tmp/jit-{pid}.dump", os.O_RDONLY)
-marker = mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_EXEC)
-print("PID", pid, flush=True)
-sum(range(1_000_000))
-"""
-
-
-def _perf_inject_jit_works():
-    """Probe: perf inject --jit turns a jitdump into jitted-*.so here.
-
-    The dump comes from JIT_PROBE, not from the code under test: a broken
-    dump of ours must fail TestPerfJit, not skip it."""
-    if PERF_PROBLEM:
-        return PERF_PROBLEM
-    if os.uname().machine != "x86_64":
-        return "the jitdump probe is written for x86_64"
-    with tempfile.TemporaryDirectory() as tmp:
-        data = os.path.join(tmp, "probe.data")
-        jit = os.path.join(tmp, "probe.jit.data")
-        rec = subprocess.run(
-            perf_command("record", "-F", "999", "-k", "1", "--call-graph",
-                         "dwarf", "-o", data, "--", sys.executable, "-I",
-                         "-c", JIT_PROBE),
-            capture_output=True, text=True, timeout=120)
-        pid = re.search(r"PID (\d+)", rec.stdout)
-        try:
-            if rec.returncode != 0 or pid is None:
-                return ("perf record --call-graph dwarf -k 1 fails here: "
-                        + rec.stderr[-300:])
-            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
-                                              "-o", jit),
-                                 capture_output=True, timeout=120)
-            if inj.returncode != 0:
-                return "perf inject --jit fails here"
-            if not glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so"):
-                return "perf inject --jit writes no jitted-*.so here"
-        finally:
-            if pid is not None:
-                remove_jit_files(int(pid.group(1)))
-    return None
-
-
-def jit_path(pid):
-    return f"/tmp/jit-{pid}.dump"
-
-
-def written_since(path, since):
-    """Whether `path` exists and was written at `since` (time.time()) or
-    later.  /tmp is shared: a file that another process left under a pid
-    that has come round again to one of ours is not our child's."""
-    try:
-        return os.stat(path).st_mtime >= since
-    except FileNotFoundError:
-        return False
-
-
-# Files older than this module's start are not our children's: another
-# process (in another pid namespace, or long gone) had that pid.
-MODULE_STARTED = time.time() - 1
-
-
-def remove_jit_files(pid):
-    for path in [jit_path(pid), map_path(pid),
-                 *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
-        if written_since(path, MODULE_STARTED):
-            os_helper.unlink(path)
-
-
-JIT_PROBLEM = _perf_inject_jit_works() if HAVE_TRAMPOLINE else "no trampoline"
-
-
-class Sample(list):
-    """One sample's stack, a list of (symbol, dso), leaf first; `time` is
-    its timestamp in seconds, `tid` its thread id."""
-    time = None
-    tid = None
-
-
-def load_map_symbols(path):
-    """(start, end, name) of each record of a perf map, sorted."""
-    with open(path, "rb") as f:
-        lines = map_lines(f.read(), exited_normally=False)
-    syms = []
-    for line in lines:
-        start, size, name = line.split(" ", 2)
-        start = int(start, 16)
-        syms.append((start, start + int(size, 16), name))
-    return sorted(syms)
-
-
-def parse_perf_script(text, map_symbols=None):
-    """Samples of `perf script` output: lists of (symbol, dso), leaf first,
-    one entry per native frame (inlined functions are left out).
-
-    Frames perf left unnamed are named from `map_symbols` (the test's own
-    copy of the process's perf map, or a dict of them by thread id), so
-    that the result does not depend on perf finding /tmp/perf-PID.map when
-    `perf script` runs: perf looks it up by the Tgid it reads from
-    /proc/PID/status *then*, and the file can be gone or the pid be
-    someone else's by that time."""
-    by_tid = map_symbols if isinstance(map_symbols, dict) else None
-    samples = []
-    current = None
-    for line in text.splitlines():
-        if not line.strip():
-            if current:
-                samples.append(current)
-            current = None
-            continue
-        if line[0] not in " \t":
-            current = Sample()
-            stamp = re.search(r"\s(\d+)\s+(?:\[\d+\]\s+)?(\d+\.\d+):\s",
-                              line)
-            if stamp:
-                current.tid = int(stamp.group(1))
-                current.time = float(stamp.group(2))
-            continue
-        if current is None:
-            continue
-        parts = line.split(None, 1)
-        if len(parts) < 2:
-            continue
-        rest = parts[1]
-        m = re.match(r"(.*) \((.*)\)$", rest)
-        sym, dso = (m.group(1), m.group(2)) if m else (rest, "")
-        if dso == "inlined":
-            # a function inlined at the next (real) frame's address
-            continue
-        sym = re.sub(r"\+0x[0-9a-f]+$", "", sym)
-        syms = by_tid.get(current.tid) if by_tid is not None else map_symbols
-        if sym == "[unknown]" and syms:
-            ip = int(parts[0], 16)
-            k = bisect.bisect_right(syms, (ip, float("inf"))) - 1
-            if k >= 0 and ip < syms[k][1]:
-                sym = syms[k][2]
-        current.append((sym, dso))
-    if current:
-        samples.append(current)
-    return samples
+    perf_helper.teardown_module()
 
 
 def assert_python_stacks(test, samples, script, names):
@@ -409,7 +188,7 @@ class PerfTestCase(unittest.TestCase):
         self.since = time.time() - 1
 
     def forget_pid(self, pid):
-        self.addCleanup(os_helper.unlink, map_path(pid))
+        forget_files(self, pid)
 
     def perf_script(self, data, *args):
         """The text of `perf script -i data ARGS`, which must succeed."""
@@ -445,7 +224,7 @@ class PerfTestCase(unittest.TestCase):
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
-@unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+@requires_perf
 @unittest.skipUnless(HAVE_FRAME_POINTERS,
                      "perf record -g cannot unwind a build without frame "
                      "pointers (see TestPerfJit)")
@@ -541,9 +320,13 @@ class TestPerfProfiling(PerfTestCase):
         # The build's own knowledge behind test_no_native_frame_skipped:
         # each of TRAMPOLINE_CALLERS calls trampolines with a real call,
         # not a jump that would leave no frame.  A trampoline is entered
-        # with the evaluator as fourth argument (%rcx): after the evaluator's
-        # address goes into %rcx, the next control transfer must be an
-        # indirect call (an indirect jump there would be a tail call).
+        # with the evaluator as fourth argument (%rcx): on every path from
+        # an instruction that puts the evaluator's address into %rcx, the
+        # indirect transfer reached while %rcx still holds it must be a
+        # call (an indirect jump there would be a tail call), and there is
+        # at least one.  The whole function is followed, through its
+        # jumps, so that an optimised build's layout (PGO, LTO) that moves
+        # the call away from the load changes nothing.
         for func in TRAMPOLINE_CALLERS:
             proc = subprocess.run(
                 ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
@@ -551,23 +334,127 @@ class TestPerfProfiling(PerfTestCase):
                 timeout=120)
             if "No symbol" in proc.stdout + proc.stderr:
                 self.skipTest("interpreter has no symbols")
-            code = [line.split("\t", 1)[1] for line in proc.stdout.splitlines()
-                    if "\t" in line]
+            code = parse_disassembly(proc.stdout)
             self.assertTrue(code, proc.stdout + proc.stderr)
-            trampoline_calls = 0
-            for n, insn in enumerate(code):
-                if not (re.search(r",%rcx\b", insn)
-                        and "<_PyEval_EvalFrameDefault>" in insn):
-                    continue
-                transfer = next((i for i in code[n + 1:n + 12]
-                                 if re.match(r"(call|j[a-z]+)\s", i)), "")
-                self.assertFalse(re.match(r"jmp\s+\*", transfer),
-                                 f"{func} tail-calls a trampoline: {transfer}")
-                if re.match(r"call\s+\*%r", transfer):
-                    trampoline_calls += 1
-            self.assertGreaterEqual(trampoline_calls, 1,
+            calls, jumps = evaluator_transfers(code)
+            listing = "\n".join(insn for _, insn in code)
+            self.assertEqual(jumps, [],
+                             f"{func} tail-calls a trampoline:\n{listing}")
+            self.assertGreaterEqual(len(calls), 1,
                                     f"{func} calls no trampoline:\n"
-                                    + "\n".join(code))
+                                    + listing)
+
+
+def parse_disassembly(text):
+    """[(address, instruction)] of gdb's `disassemble` output; the
+    instruction keeps gdb's comment (`# 0x... <symbol>`)."""
+    code = []
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:=>\s*)?0x([0-9a-f]+) <\+\d+>:\t(.*)$", line)
+        if m:
+            code.append((int(m.group(1), 16), m.group(2).strip()))
+    return code
+
+
+# An x86_64 instruction (AT&T syntax, gdb's comment removed) that writes
+# %rcx: its last operand is %rcx or a part of it (compares, tests and
+# pushes only read theirs), or it is one of those that change %rcx
+# implicitly.
+WRITES_RCX = re.compile(
+    r"^(?!cmp|test|bt|push)\S+\s.*(?:^|[\s,])%(?:rcx|ecx|cx|cl|ch)$"
+    r"|^(?:xchg|cmpxchg|rep|cpuid|syscall|rdtsc|loop)")
+
+
+def evaluator_transfers(code):
+    """Follow every path of the function `code` (parse_disassembly()) from
+    each instruction that loads _PyEval_EvalFrameDefault's address into
+    %rcx, as long as %rcx keeps it: through direct jumps within the
+    function, both ways at conditional ones, ending at a call (which may
+    change %rcx), a return, an instruction that writes %rcx or a jump out
+    of the function.  Returns the indirect calls and the indirect jumps
+    those paths reach: [(address, instruction)] each."""
+    index = {addr: n for n, (addr, _) in enumerate(code)}
+    calls, jumps = {}, {}
+    for start, (_, insn) in enumerate(code):
+        if not (re.search(r",%rcx\b", insn)
+                and "<_PyEval_EvalFrameDefault>" in insn):
+            continue
+        todo, seen = [start + 1], set()
+        while todo:
+            n = todo.pop()
+            if n in seen or n >= len(code):
+                continue
+            seen.add(n)
+            addr, insn = code[n]
+            insn = re.sub(r"\s*#.*$", "", insn)
+            insn = re.sub(r"^(?:notrack|bnd)\s+", "", insn)
+            op = insn.split(None, 1)[0] if insn else ""
+            if re.match(r"callq?\s+\*", insn):
+                calls[addr] = code[n]
+            elif re.match(r"jmpq?\s+\*", insn):
+                jumps[addr] = code[n]
+            elif op.startswith(("call", "ret", "ud2", "hlt")):
+                pass
+            elif op.startswith("j"):
+                m = re.match(r"j[a-z]+\s+0x([0-9a-f]+)", insn)
+                if m and int(m.group(1), 16) in index:
+                    todo.append(index[int(m.group(1), 16)])
+                if op not in ("jmp", "jmpq"):
+                    todo.append(n + 1)
+            elif not WRITES_RCX.search(insn):
+                todo.append(n + 1)
+    return sorted(calls.values()), sorted(jumps.values())
+
+
+class TestDisassemblyCheck(unittest.TestCase):
+    """evaluator_transfers() finds a tail call however far from the load
+    of %rcx the layout puts it, and only transfers while %rcx holds the
+    evaluator."""
+
+    LOAD = ("lea    -0x1000(%rip),%rcx        "
+            "# 0x1000 <_PyEval_EvalFrameDefault>")
+
+    def disassembly(self, *insns):
+        return "\n".join(f"   0x{0x2000 + 4 * n:016x} <+{4 * n}>:\t{insn}"
+                         for n, insn in enumerate(insns))
+
+    def transfers(self, *insns):
+        calls, jumps = evaluator_transfers(
+            parse_disassembly(self.disassembly(*insns)))
+        return [i for _, i in calls], [i for _, i in jumps]
+
+    def test_call_far_away_through_jumps(self):
+        filler = ["mov    %r12,%rsi"] * 30
+        code = [self.LOAD, "test   %rax,%rax",
+                f"je     0x{0x2000 + 4 * 40:x} <f+160>", *filler,
+                f"jmp    0x{0x2000 + 4 * 42:x} <f+168>"]
+        code += ["nop"] * (40 - len(code))
+        code += ["call   *%rax", "ret", "mov    %r8,%rdi", "call   *%r10",
+                 "ret"]
+        self.assertEqual(self.transfers(*code),
+                         (["call   *%rax", "call   *%r10"], []))
+
+    def test_tail_call_found(self):
+        filler = ["mov    %r12,%rsi"] * 30
+        for tail in ("jmp    *%rax", "notrack jmp *%rax"):
+            code = [self.LOAD, "test   %rax,%rax",
+                    f"jne    0x{0x2000 + 4 * 34:x} <f+136>", *filler,
+                    "call   *%rax", tail]
+            self.assertEqual(self.transfers(*code),
+                             (["call   *%rax"], [tail]))
+
+    def test_rcx_overwritten(self):
+        for clobber in ("mov    %rbx,%rcx", "xor    %ecx,%ecx",
+                        "call   0x3000 <other>", "pop    %rcx", "ret"):
+            self.assertEqual(
+                self.transfers(self.LOAD, clobber, "jmp    *%rax"),
+                ([], []))
+        # reading %rcx keeps it
+        for read in ("cmp    $0x1,%rcx", "test   %rcx,%rcx",
+                     "push   %rcx", "mov    %rcx,%rdx"):
+            self.assertEqual(
+                self.transfers(self.LOAD, read, "jmp    *%rax"),
+                ([], ["jmp    *%rax"]))
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
@@ -597,11 +484,9 @@ class TestPerfMapFile(PerfTestCase):
 
     def run_map_script(self, *args, source=None, env=None):
         script = make_script(self.tmp, "mapped", source or self.SOURCE)
-        proc = run_python(*args, script, env=env)
+        proc, _ = run_and_forget(self, *args, script, env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
-        return proc, pid, script
+        return proc, script_pid(proc.stdout), script
 
     def read_map(self, pid, exited_normally=True):
         return read_map_file(map_path(pid), exited_normally)
@@ -710,10 +595,10 @@ class TestPerfMapFile(PerfTestCase):
         link = map_path(1)
         os_helper.unlink(link)
         os.link(victim, link)
-        self.addCleanup(os_helper.unlink, link)
         proc = subprocess.run(
             [*pid1, sys.executable, "-X", "perf", "-c", "print('ok')"],
             capture_output=True, text=True, env=env_with())
+        forget_path(self, link)
         self.assertEqual(proc.stdout, "ok\n")
         self.assertIn("RuntimeWarning", proc.stderr)
         with open(victim) as f:
@@ -723,11 +608,11 @@ class TestPerfMapFile(PerfTestCase):
         # Two pid namespaces that share /tmp: both interpreters are pid 1
         # and want /tmp/perf-1.map.  The second gets a warning and leaves
         # the file alone; the first writes on, undisturbed (truncated
-        # under it, its mapping of the file would kill it with SIGBUS).
+        # under it, its file would lose the lines written before, and perf
+        # the names of its functions).
         pid1 = pid_namespace_command(self)
         path = map_path(1)
         os_helper.unlink(path)
-        self.addCleanup(os_helper.unlink, path)
         first = subprocess.Popen(
             [*pid1, sys.executable, "-X", "perf", "-c", textwrap.dedent("""\
                 import sys
@@ -746,6 +631,7 @@ class TestPerfMapFile(PerfTestCase):
              "def g():\n    return 2\nprint(g())"],
             capture_output=True, text=True, env=env_with())
         out, err = first.communicate("go\n", timeout=300)
+        forget_path(self, path)
         self.assertEqual((second.returncode, second.stdout), (0, "2\n"))
         self.assertIn(f"RuntimeWarning: perf trampoline: cannot create "
                       f"{path}", second.stderr)
@@ -815,7 +701,7 @@ class TestPerfMapFile(PerfTestCase):
                     self.skipTest("strace cannot trace here")
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 pid = script_pid(proc.stdout)
-                self.addCleanup(remove_jit_files, pid)
+                forget_files(self, pid)
                 if option == "perf":
                     records = len(read_map_file(path(pid)))
                 else:
@@ -923,7 +809,7 @@ class TestProcessShapes(PerfTestCase):
                  == [work, module]]
         self.assertGreaterEqual(len(below), 0.9 * len(named))
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_forked_child_named_by_perf(self):
         # perf follows the fork: it names the child's inherited arenas
@@ -942,7 +828,7 @@ class TestProcessShapes(PerfTestCase):
         text = self.perf_script(data)
         self.check_child_named(self.child_samples(text, pid, child), script)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def record_child_later(self, source, backend, *options):
         """Run `source` with the argument "wait" under -X `backend`, and
@@ -956,12 +842,8 @@ class TestProcessShapes(PerfTestCase):
                                 text=True, env=env_with())
         self.addCleanup(proc.kill)
         pid = script_pid(proc.stdout.readline())
-        self.forget_pid(pid)
-        self.addCleanup(remove_jit_files, pid)
         child = int(re.search(r"CHILD (\d+)",
                               proc.stdout.readline()).group(1))
-        self.forget_pid(child)
-        self.addCleanup(remove_jit_files, child)
         data = os.path.join(self.tmp, "perf.data")
         try:
             rec = subprocess.run(
@@ -971,11 +853,15 @@ class TestProcessShapes(PerfTestCase):
         finally:
             with open(stop, "w"):
                 pass
-        self.assertEqual(proc.wait(timeout=300), 0)
+        returncode = proc.wait(timeout=300)
+        # Both have exited now (the parent waits for the child).
+        self.forget_pid(pid)
+        self.forget_pid(child)
+        self.assertEqual(returncode, 0)
         self.assertEqual(rec.returncode, 0, rec.stderr)
         return data, script, pid, child
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_forked_child_named_by_perf_attached_later(self):
         # perf record -p CHILD: perf learns the child's mappings from
@@ -990,15 +876,15 @@ class TestProcessShapes(PerfTestCase):
         text = self.perf_script(data)
         self.check_child_named(self.child_samples(text, pid, child), script)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_inherited_function_named_by_perf_attached_later(self):
         # The child's hot function got its trampoline in the parent: the
         # child's map describes it from the child's first call on.
         self.check_map_child_attached_later(FORK_INHERITED_SOURCE)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
-    @unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+    @requires_perf
+    @requires_perf_inject_jit
     def test_inherited_function_named_by_perf_jit_attached_later(self):
         # The same with the jitdump: perf inject finds the child's dump
         # through the child's own mapping of it, whose code loads carry
@@ -1010,12 +896,13 @@ class TestProcessShapes(PerfTestCase):
         inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                           "-o", jit),
                              capture_output=True, text=True, timeout=300)
+        forget_files(self, child)       # its jitted-CHILD-*.so
         self.assertEqual(inj.returncode, 0, inj.stderr)
         text = self.perf_script(jit)
         samples = [s for s in parse_perf_script(text) if s.tid == child]
         self.check_child_named(samples, script)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS, "needs frame pointers")
     def test_pre_fork_server_compiled_handlers(self):
         # A master gives its request handler a trampoline before it forks
@@ -1085,7 +972,7 @@ class TestProcessShapes(PerfTestCase):
         pids = set(re.findall(r"PID (\d+)", proc.stdout))
         self.assertEqual(len(pids), 1, proc.stdout)
         pid = int(pids.pop())
-        self.addCleanup(remove_jit_files, pid)
+        forget_files(self, pid)
         return proc, pid
 
     EMBEDDED = """
@@ -1141,10 +1028,10 @@ class TestProcessShapes(PerfTestCase):
 
     def run_agent(self, mode):
         code = self.AGENT.replace("MODE", repr(mode))
-        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        proc, _ = run_and_forget(self, "-X", "perf", "-c",
+                                 textwrap.dedent(code))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
         self.assertEqual(proc.stdout.split()[-1], str(sum(range(500))))
         lines = read_map_file(map_path(pid))
         for line in lines:
@@ -1175,13 +1062,13 @@ class TestProcessShapes(PerfTestCase):
         path = map_path(1)
         with open(path, "w") as f:
             f.write("0 ffffffffffff stale_function\n")
-        self.addCleanup(os_helper.unlink, path)
         past = os.stat(path).st_mtime - 2
         os.utime(path, (past, past))
         proc = subprocess.run(
             [*pid1, sys.executable, "-X", "perf", "-c",
              "def g():\n    return 2\nprint(g())"],
             capture_output=True, text=True, env=env_with())
+        forget_path(self, path)
         self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
                          (0, "2\n", ""))
         names = [line.split(" ", 2)[2] for line in read_map_file(path)]
@@ -1205,10 +1092,10 @@ class TestProcessShapes(PerfTestCase):
                 return 1
             later()
             """
-        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        proc, _ = run_and_forget(self, "-X", "perf", "-c",
+                                 textwrap.dedent(code))
         self.assertEqual(proc.returncode, 0, proc.stderr)
         pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
         names = [line.split(" ", 2)[2]
                  for line in read_map_file(map_path(pid))]
         self.assertIn("py::later:<string>", names)
@@ -1238,12 +1125,11 @@ class TestProcessShapes(PerfTestCase):
             """
         for backend, start in (("perf", "perf_jit"), ("perf_jit", "perf")):
             with self.subTest(backend=backend):
-                proc = run_python("-X", start, "-c",
-                                  textwrap.dedent(code).replace(
-                                      "BACKEND", repr(backend)))
+                proc, _ = run_and_forget(self, "-X", start, "-c",
+                                         textwrap.dedent(code).replace(
+                                             "BACKEND", repr(backend)))
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 pid = script_pid(proc.stdout)
-                self.addCleanup(remove_jit_files, pid)
                 if backend == "perf":
                     names = {line.split(" ", 2)[2]
                              for line in read_map_file(map_path(pid))}
@@ -1281,236 +1167,10 @@ class TestProcessShapes(PerfTestCase):
             interpreters.destroy(sub)
             print(sys.is_stack_trampoline_active())
             '''
-        proc = run_python("-X", "perf", "-c", textwrap.dedent(code))
+        proc, _ = run_and_forget(self, "-X", "perf", "-c",
+                                 textwrap.dedent(code))
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.forget_pid(script_pid(proc.stdout))
         self.assertEqual(proc.stdout.split()[-1], "True")
-
-
-def read_map_file(path, exited_normally=True):
-    with open(path, "rb") as f:
-        return map_lines(f.read(), exited_normally)
-
-
-def map_lines(data, exited_normally=True):
-    """The lines of a perf map, checked to be whole.  The map of a process
-    that did not exit normally (killed, os._exit) may end in blank lines:
-    the room it had allocated after its last line."""
-    text = data.decode()
-    records = text.rstrip("\n") + "\n" if text.strip("\n") else ""
-    if exited_normally:
-        assert text == records, "blank lines after the last line"
-    assert text.startswith(records) and not text[len(records):].strip("\n")
-    lines = records.splitlines()
-    assert all(lines), "a blank line between records"
-    return lines
-
-
-# ---- A strict reader of /tmp/jit-PID.dump ----------------------------------
-
-JIT_CODE_LOAD, JIT_CODE_DEBUG_INFO, JIT_CODE_CLOSE = 0, 2, 3
-JIT_CODE_UNWINDING_INFO = 4
-
-
-def leb128(data, pos, signed=False):
-    """Decode a (u|s)leb128 at data[pos]; returns (value, next pos)."""
-    result = shift = 0
-    while True:
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7f) << shift
-        shift += 7
-        if not byte & 0x80:
-            if signed and byte & 0x40:
-                result -= 1 << shift
-            return result, pos
-
-
-def read_jitdump(path, pid, exited_normally=True):
-    """Parse a jitdump strictly; returns the list of (id, fields) records.
-
-    Fails on anything the format (Doc/howto/perf_profiling.rst) does not allow,
-    even where perf would be lenient.  The dump of a process that did not
-    exit normally (killed, os._exit) may end in zeros instead of exactly
-    after its last record."""
-    with open(path, "rb") as f:
-        data = f.read()
-    assert len(data) >= 40, "no header"
-    (magic, version, total_size, elf_mach, pad1, hpid, ts,
-     flags) = struct.unpack_from("<IIIIIIQQ", data, 0)
-    assert magic == 0x4A695444, hex(magic)
-    assert version == 1, version
-    assert total_size == 40, total_size
-    assert elf_mach == JIT_ELF_MACHINE, elf_mach
-    assert pad1 == 0 and flags == 0, (pad1, flags)
-    assert hpid == pid, (hpid, pid)
-    pos, last_ts, records = 40, ts, []
-    while pos < len(data):
-        assert pos + 16 <= len(data), "truncated record header"
-        rid, size, rts = struct.unpack_from("<IIQ", data, pos)
-        if not exited_normally and (rid, size) == (0, 0):
-            # The room a process that did not exit allocated after its
-            # last record: zeros to the end (perf stops at this header).
-            assert not data[pos:].strip(b"\0"), "garbage after the records"
-            break
-        assert size >= 16 and pos + size <= len(data), (rid, size, pos)
-        assert rts >= last_ts, "timestamps go backwards"
-        last_ts = rts
-        body = data[pos + 16:pos + size]
-        if rid == JIT_CODE_LOAD:
-            rpid, tid, vma, addr, csize, index = struct.unpack_from(
-                "<IIQQQQ", body, 0)
-            end = body.index(b"\0", 40)
-            name = body[40:end].decode()
-            code = body[end + 1:]
-            assert len(code) == csize, "code size and record size disagree"
-            assert rpid == pid and vma == addr, (rpid, vma, addr)
-            rec = dict(addr=addr, size=csize, index=index, name=name,
-                       code=code, pid=rpid, tid=tid)
-        elif rid == JIT_CODE_DEBUG_INFO:
-            addr, nr = struct.unpack_from("<QQ", body, 0)
-            entries, p = [], 16
-            for _ in range(nr):
-                eaddr, line, discrim = struct.unpack_from("<QII", body, p)
-                end = body.index(b"\0", p + 16)
-                entries.append((eaddr, line, discrim,
-                                body[p + 16:end].decode()))
-                p = end + 1
-            assert p == len(body), "debug info record size is not exact"
-            rec = dict(addr=addr, entries=entries)
-        elif rid == JIT_CODE_UNWINDING_INFO:
-            usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
-            assert len(body) == 24 + usize, "unwinding record size"
-            rec = dict(unwind=body[24:], hdr_size=hsize, mapped=msize)
-        elif rid == JIT_CODE_CLOSE:
-            assert size == 16, size
-            rec = {}
-        else:
-            raise AssertionError(f"unexpected record id {rid}")
-        records.append((rid, rec))
-        pos += size
-    return records
-
-
-def expected_cfa_rules(code):
-    """Decode the trampoline and say, at each instruction boundary, where
-    the CFA is (register, offset) and where rbp is saved (or None)."""
-    rsp_delta, rbp_is_frame, rbp_saved = 8, False, None
-    rules, pos = {}, 0
-    while pos < len(code):
-        rules[pos] = (("rbp", rsp_delta_at_mov) if rbp_is_frame
-                      else ("rsp", rsp_delta), rbp_saved)
-        if code[pos:pos + 4] == b"\xf3\x0f\x1e\xfa":     # endbr64
-            pos += 4
-        elif code[pos] == 0x55:                           # push %rbp
-            rsp_delta += 8
-            rbp_saved = rsp_delta
-            pos += 1
-        elif code[pos:pos + 3] == b"\x48\x89\xe5":        # mov %rsp,%rbp
-            rbp_is_frame, rsp_delta_at_mov = True, rsp_delta
-            pos += 3
-        elif code[pos:pos + 2] == b"\xff\xd1":            # call *%rcx
-            pos += 2
-        elif code[pos] == 0x5d:                           # pop %rbp
-            rsp_delta -= 8
-            rbp_is_frame, rbp_saved = False, None
-            pos += 1
-        elif code[pos] == 0xc3:                           # ret
-            pos += 1
-        else:
-            raise AssertionError(f"unknown instruction at {pos}: {code!r}")
-    return rules
-
-
-def cfa_table(unwind, code_size):
-    """Check the .eh_frame/.eh_frame_hdr blob of one trampoline and return
-    {offset: ((reg, off), rbp_saved)} for every code offset."""
-    hdr_size = None
-    regs = {7: "rsp", 6: "rbp"}
-    # .eh_frame: CIE
-    length, cie_id = struct.unpack_from("<II", unwind, 0)
-    assert cie_id == 0 and (length + 4) % 8 == 0, (cie_id, length)
-    cie_end = 4 + length
-    assert unwind[8] == 1 and unwind[9:12] == b"zR\0", unwind[8:12]
-    caf, p = leb128(unwind, 12)
-    daf, p = leb128(unwind, p, signed=True)
-    ra, p = leb128(unwind, p)
-    alen, p = leb128(unwind, p)
-    assert (caf, daf, ra, alen) == (1, -8, 16, 1), (caf, daf, ra, alen)
-    assert unwind[p] == 0x1b, "FDE pointers must be pcrel|sdata4"
-    initial = unwind[p + 1:cie_end]
-    # FDE
-    fde = cie_end
-    flen, cie_ptr = struct.unpack_from("<II", unwind, fde)
-    assert (flen + 4) % 8 == 0, flen
-    assert cie_ptr == fde + 4, "CIE pointer"
-    pc_begin, pc_range = struct.unpack_from("<iI", unwind, fde + 8)
-    # perf places the code right before the .eh_frame
-    assert fde + 8 + pc_begin == -code_size, "FDE does not start at code"
-    assert pc_range == code_size, "FDE does not cover exactly the code"
-    aug, p = leb128(unwind, fde + 16)
-    assert aug == 0
-    instructions = unwind[p:fde + 4 + flen]
-    term = fde + 4 + flen
-    assert unwind[term:term + 4] == b"\0\0\0\0", "no terminator"
-    eh_frame_size = term + 4
-    # .eh_frame_hdr
-    hdr = unwind[eh_frame_size:]
-    assert hdr[:4] == bytes([1, 0x1b, 0x03, 0x3b]), hdr[:4]
-    ptr, count = struct.unpack_from("<iI", hdr, 4)
-    assert eh_frame_size + 4 + ptr == 0, "eh_frame_ptr"
-    assert count == 1 and len(hdr) == 12 + 8 * count, (count, len(hdr))
-    table = [struct.unpack_from("<ii", hdr, 12 + 8 * i)
-             for i in range(count)]
-    assert table == sorted(table), "table not sorted"
-    assert eh_frame_size + table[0][0] == -code_size, "table location"
-    assert eh_frame_size + table[0][1] == fde, "table FDE address"
-
-    # Run the CFA program.
-    state = {"cfa": ("rsp", 8), "rbp": None}
-    rows, loc = {}, 0
-
-    def run(prog, state, until=None):
-        nonlocal loc
-        i = 0
-        while i < len(prog):
-            op = prog[i]
-            i += 1
-            if op >> 6 == 1:                       # advance_loc
-                new = loc + (op & 0x3f)
-                for at in range(loc, min(new, code_size)):
-                    rows[at] = (state["cfa"], state["rbp"])
-                loc = new
-            elif op >> 6 == 2:                     # offset
-                off, i = leb128(prog, i)
-                if op & 0x3f == 6:
-                    state["rbp"] = off * 8
-                else:
-                    assert op & 0x3f == 16 and off == 1, "RA rule"
-            elif op >> 6 == 3:                     # restore
-                assert op & 0x3f == 6
-                state["rbp"] = None
-            elif op == 0x0c:                       # def_cfa
-                reg, i = leb128(prog, i)
-                off, i = leb128(prog, i)
-                state["cfa"] = (regs[reg], off)
-            elif op == 0x0d:                       # def_cfa_register
-                reg, i = leb128(prog, i)
-                state["cfa"] = (regs[reg], state["cfa"][1])
-            elif op == 0x0e:                       # def_cfa_offset
-                off, i = leb128(prog, i)
-                state["cfa"] = (state["cfa"][0], off)
-            elif op == 0:                          # nop
-                pass
-            else:
-                raise AssertionError(f"unexpected CFA op {op:#x}")
-
-    run(initial, state)
-    assert loc == 0, "CIE advances"
-    run(instructions, state)
-    for at in range(loc, code_size):
-        rows[at] = (state["cfa"], state["rbp"])
-    return rows, eh_frame_size
 
 
 class TestJitDumpReader(unittest.TestCase):
@@ -1535,6 +1195,98 @@ class TestJitDumpReader(unittest.TestCase):
                 with self.assertRaises((AssertionError, struct.error)):
                     read_jitdump(f.name, 7)
 
+    def test_rejects_anything_after_the_last_record(self):
+        # Records are appended, one write() each, to a file never grown
+        # ahead: it ends right after its last record, however its process
+        # ended.  Zeros or a partial record after it are a fault.
+        good = struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40,
+                           JIT_ELF_MACHINE, 0, 7, 1, 0)
+        close = struct.pack("<IIQ", 3, 16, 2)
+        with tempfile.NamedTemporaryFile() as f:
+            for bad in (good + b"\0" * 16, good + b"\0" * 4096,
+                        good + close + b"\0" * 16, good + close + b"\0",
+                        good + close[:8]):
+                for exited_normally in (True, False):
+                    f.seek(0)
+                    f.truncate()
+                    f.write(bad)
+                    f.flush()
+                    with self.subTest(size=len(bad),
+                                      exited_normally=exited_normally):
+                        with self.assertRaises(
+                                (AssertionError, struct.error)):
+                            read_jitdump(f.name, 7, exited_normally)
+
+
+class TestCleanup(unittest.TestCase):
+    """Cleanup removes only the files our own processes wrote: not a
+    later, unrelated process's that got the same pid."""
+
+    def setUp(self):
+        self.since = time.time() - 1
+
+    @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+    def test_file_of_a_later_process_with_the_pid_stays(self):
+        for later in (None, "reuses the file", "makes a new file"):
+            with self.subTest(later=later):
+                proc = run_python("-X", "perf", "-c",
+                                  "import os; print('PID', os.getpid())")
+                pid = script_pid(proc.stdout)
+                path = map_path(pid)
+                self.addCleanup(os_helper.unlink, path)
+                seen = perf_helper._own_files(perf_helper._files_of(pid),
+                                              self.since)
+                self.assertIn(path, seen)
+                # What a later process with that pid would do to the
+                # file, between our child's exit and the cleanup.
+                if later == "reuses the file":
+                    with open(path, "w") as f:
+                        f.write("1000 10 py::later:other.py\n")
+                elif later == "makes a new file":
+                    os.unlink(path)
+                    with open(path, "w") as f:
+                        f.write("1000 10 py::later:other.py\n")
+                perf_helper._remove_unchanged(seen)
+                self.assertEqual(os.path.exists(path), later is not None)
+
+    def test_files_older_than_the_test_are_not_ours(self):
+        fd, path = tempfile.mkstemp(prefix="test_perf_old_")
+        os.close(fd)
+        self.addCleanup(os_helper.unlink, path)
+        old = time.time() - 3600
+        os.utime(path, (old, old))
+        seen = perf_helper._own_files([path], self.since)
+        self.assertEqual(seen, {})
+
+
+class TestMapReader(unittest.TestCase):
+    """The strict reader of perf maps must reject what is wrong."""
+
+    GOOD = b"7f0000001000 10 py::f:a.py\n7f0000001010 10 py::g:a.py\n"
+
+    def test_accepts_whole_lines(self):
+        for exited_normally in (True, False):
+            self.assertEqual(map_lines(self.GOOD, exited_normally),
+                             ["7f0000001000 10 py::f:a.py",
+                              "7f0000001010 10 py::g:a.py"])
+            self.assertEqual(map_lines(b"", exited_normally), [])
+
+    def test_rejects_anything_but_whole_lines(self):
+        # The file is appended to one whole line per write() and never
+        # grown ahead: blank lines or zeros (after the last line or
+        # between lines) and a partial last line are faults, however the
+        # process ended.
+        for bad in (self.GOOD + b"\n", self.GOOD + b"\n\n\n",
+                    self.GOOD + b"\0" * 64, self.GOOD + b"\0\n",
+                    b"\n" + self.GOOD, self.GOOD.replace(b"\n", b"\n\n", 1),
+                    self.GOOD[:-1], self.GOOD + b"7f00", b"\n", b"\0",
+                    b"7f0000001000 10 py::f\0:a.py\n", b"\xff\n"):
+            for exited_normally in (True, False):
+                with self.subTest(bad=bad[-12:],
+                                  exited_normally=exited_normally):
+                    with self.assertRaises((AssertionError, ValueError)):
+                        map_lines(bad, exited_normally)
+
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestJitDumpFile(unittest.TestCase):
@@ -1545,13 +1297,11 @@ class TestJitDumpFile(unittest.TestCase):
         self.since = time.time() - 1
 
     def run_jit(self, code, *args, env=None):
-        proc = run_python(*args, "-c", textwrap.dedent(code), env=env)
-        pid = re.search(r"PID (\d+)", proc.stdout)
-        self.assertIsNotNone(pid, proc.stdout + proc.stderr)
-        pid = int(pid.group(1))
-        self.addCleanup(remove_jit_files, pid)
+        proc, pids = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                    env=env)
+        self.assertEqual(len(pids), 1, proc.stdout + proc.stderr)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        return proc, pid
+        return proc, pids[0]
 
     SOURCE = """
         import os, sys
@@ -1684,7 +1434,7 @@ class TestJitDumpFile(unittest.TestCase):
     def test_fork_child_records_its_own_ids(self):
         proc, pid = self.run_jit(FORK_SOURCE, "-X", "perf_jit")
         child = int(re.search(r"CHILD (\d+)", proc.stdout).group(1))
-        self.addCleanup(remove_jit_files, child)
+        forget_files(self, child)
         # The child's dump is strictly valid too (no CLOSE: os._exit) and
         # its code loads carry the child's pid and thread id, not the
         # parent's (the forking thread's id changes in the child).
@@ -1725,11 +1475,11 @@ def check_planted_symlink(test, path, option):
     # In a fresh pid namespace the interpreter is pid 1.
     os_helper.unlink(path)
     os.symlink(victim, path)
-    test.addCleanup(os_helper.unlink, path)
     proc = subprocess.run(
         [*pid1, sys.executable, "-X", option,
          "-c", "def f(): return 45\nprint('output intact'); print(f())"],
         capture_output=True, text=True, env=env_with())
+    forget_path(test, path)
     test.assertEqual(proc.returncode, 0, proc.stderr)
     test.assertEqual(proc.stdout, "output intact\n45\n")
     test.assertIn("RuntimeWarning", proc.stderr)
@@ -1740,7 +1490,7 @@ def check_planted_symlink(test, path, option):
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
-@unittest.skipIf(JIT_PROBLEM, JIT_PROBLEM)
+@requires_perf_inject_jit
 class TestPerfJit(PerfTestCase):
     """perf record --call-graph dwarf + perf inject --jit, on this build
     (make test runs it on the no-frame-pointer build too)."""
@@ -1757,10 +1507,11 @@ class TestPerfJit(PerfTestCase):
             env=env if env is not None else env_with(), timeout=300)
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
-        self.addCleanup(remove_jit_files, pid)
+        forget_files(self, pid)
         inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                           "-o", jit),
                              capture_output=True, text=True, timeout=300)
+        forget_files(self, pid)         # its jitted-PID-*.so
         self.assertEqual(inj.returncode, 0, inj.stderr)
         self.assertTrue(glob.glob(f"/tmp/jitted-{pid}-*.so"))
         return script, jit, parse_perf_script(self.perf_script(jit))
@@ -1807,12 +1558,14 @@ class TestPerfJit(PerfTestCase):
 
 class TestSysApi(unittest.TestCase):
 
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
     def check(self, code, *args, env=None):
-        proc = run_python(*args, "-c", textwrap.dedent(code), env=env)
+        proc, _ = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                 env=env)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        pid = re.search(r"PID (\d+)", proc.stdout)
-        if pid:
-            self.addCleanup(os_helper.unlink, map_path(pid.group(1)))
         return proc
 
     def test_functions_exist(self):
@@ -1970,9 +1723,8 @@ class TestSysApi(unittest.TestCase):
             """
         for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
             with self.subTest(args=args):
-                proc = run_python(*args, "-c", "import os\n"
-                                  + textwrap.dedent(code))
-                self.addCleanup(remove_jit_files, script_pid(proc.stdout))
+                proc, _ = run_and_forget(self, *args, "-c", "import os\n"
+                                         + textwrap.dedent(code))
                 self.assertEqual((proc.returncode,
                                   proc.stdout.splitlines()[-1]),
                                  (0, "[1234]"), proc.stderr)
@@ -2128,9 +1880,8 @@ class TestChildProcesses(unittest.TestCase):
         tmp = tempfile.mkdtemp(prefix="test_perf_")
         self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
         script = make_script(tmp, "children", self.SOURCE)
-        proc = run_python(*args, script, env=env, timeout=300)
-        for pid in re.findall(r"^(?:PID|STARTED) (\d+)$", proc.stdout, re.M):
-            self.addCleanup(remove_jit_files, int(pid))
+        proc, _ = run_and_forget(self, *args, script, env=env, timeout=300,
+                                 pids=r"^(?:PID|STARTED) (\d+)$")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stderr, "")
         return proc.stdout, script
@@ -2160,8 +1911,7 @@ class TestChildProcesses(unittest.TestCase):
                 self.assertIn(pid, started)
                 self.assertEqual(active, "True")
                 # Children of fork (forkserver's too) leave through
-                # os._exit(): their files may end in the room allocated
-                # ahead.
+                # os._exit(): no CLOSE record ends their jitdumps.
                 names = self.names(backend, pid, exited_normally=way in (
                     "spawn", "subprocess"))
                 filename = "<string>" if way == "subprocess" else script
@@ -2211,10 +1961,8 @@ class TestChildProcesses(unittest.TestCase):
                  ["-E", "-X", "perf"]),
                 ((), {}, [])):
             with self.subTest(args=args, env=env):
-                proc = run_python(*args, "-c", code, env=env_with(**env))
-                pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
-                if pid:
-                    self.addCleanup(remove_jit_files, int(pid.group(1)))
+                proc, _ = run_and_forget(self, *args, "-c", code,
+                                         env=env_with(**env))
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stdout.splitlines()[-1],
                                  str(expected))
@@ -2234,10 +1982,9 @@ class TestHostileInput(unittest.TestCase):
     def run_code(self, code, *args, env=None, returncode=0, **kw):
         """Run `code` (which prints "PID n" first) in a child; its files
         are removed afterwards.  Returns (proc, pid)."""
-        proc = run_python(*args, "-c", textwrap.dedent(code),
-                          env=env if env is not None else env_with(), **kw)
-        pid = int(script_pid(proc.stdout))
-        self.addCleanup(remove_jit_files, pid)
+        proc, _ = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                 env=env, **kw)
+        pid = script_pid(proc.stdout)
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         return proc, pid
 
@@ -2319,13 +2066,16 @@ class TestHostileInput(unittest.TestCase):
             ("perf\udc80", UnicodeEncodeError, "surrogates not allowed"),
             ("x" * 1_000_000, ValueError, "invalid backend: xxx"),
         ]
+        # None of them changes the state, which is on when the suite runs
+        # with PYTHONPERFSUPPORT=1 or PYTHON_PERF_JIT_SUPPORT=1.
+        active = sys.is_stack_trampoline_active()
         for arg, exc, message in cases:
             with self.subTest(arg=repr(arg)[:20]):
                 with self.assertRaises(exc) as cm:
                     sys.activate_stack_trampoline(arg)
                 self.assertIn(message, str(cm.exception))
                 self.assertLess(len(str(cm.exception)), 300)
-                self.assertFalse(sys.is_stack_trampoline_active())
+                self.assertEqual(sys.is_stack_trampoline_active(), active)
 
     # -- the sys functions from unusual places ------------------------------
 
@@ -2500,7 +2250,7 @@ class TestHostileInput(unittest.TestCase):
                                       capture_output=True, text=True,
                                       env=env_with())
                 pid = script_pid(proc.stdout)
-                self.addCleanup(remove_jit_files, pid)
+                forget_files(self, pid)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stdout.split()[-1], "3")
                 names = self.check_files(pid)
@@ -2642,7 +2392,6 @@ class TestHostileInput(unittest.TestCase):
                              ("perf_jit", jit_path(1))):
             with self.subTest(option=option):
                 os_helper.unlink(path)
-                self.addCleanup(os_helper.unlink, path)
                 with open(path, "wb") as f:
                     f.write(stale[option])
                 os.chmod(path, 0o600)
@@ -2653,6 +2402,7 @@ class TestHostileInput(unittest.TestCase):
                     [*pid1, sys.executable, "-X", option, "-c",
                      "def ours():\n    return 2\nprint(ours())"],
                     capture_output=True, text=True, env=env_with())
+                forget_path(self, path)
                 self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
                                  (0, "2\n", ""))
                 names = set()
@@ -2672,7 +2422,14 @@ class TestHostileInput(unittest.TestCase):
     # -- executable memory refused -------------------------------------------
 
     def test_address_space_limit(self):
-        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.
+        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.  The
+        # limit is set 4 MiB below the process's size, so that no new
+        # mapping can succeed, even after the allocator gave some back;
+        # the interpreter's own allocations meanwhile come from room left
+        # in malloc's heap (64 KiB blocks freed between kept ones, which
+        # malloc reuses, and which no mmap() can), not from the slack the
+        # allocators happened to have.  The main thread's stack is grown
+        # first, as the limit would stop that too.
         for option in ("perf", "perf_jit"):
             with self.subTest(option=option):
                 proc, pid = self.run_code(f"""
@@ -2688,9 +2445,19 @@ class TestHostileInput(unittest.TestCase):
                                               for i in range(3000)),
                                    "<many>", "exec")
                     ns = {{}}
-                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-                    resource.setrlimit(resource.RLIMIT_AS, (vm_size(), hard))
                     exec(code, ns)
+                    nested = []
+                    for _ in range(900):
+                        nested = [nested]
+                    repr(nested)
+                    kept, room = [], []
+                    for _ in range(64):
+                        room.append(bytearray(64 * 1024))
+                        kept.append(bytearray(1024))
+                    del room
+                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                    resource.setrlimit(resource.RLIMIT_AS,
+                                       (vm_size() - 4 * 1024 * 1024, hard))
                     total = sum(ns[f"f{{i}}"]() for i in range(3000))
                     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
                     print("output intact", total,
@@ -2809,18 +2576,22 @@ class TestHostileInput(unittest.TestCase):
         # SIGINT, with Python's default handler, in the middle of making
         # trampolines: KeyboardInterrupt at a normal place, the usual exit,
         # files closed and whole.
+        # Python's own SIGINT handler is installed whatever the child
+        # inherits (a shell's background job ignores SIGINT, and Python
+        # then leaves it ignored); the loop ends anyway, so that a lost
+        # interrupt fails the test instead of filling /tmp.
         code = """
             import os, signal
             print("PID", os.getpid(), flush=True)
-            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             signal.signal(signal.SIGALRM,
                           lambda *a: os.kill(os.getpid(), signal.SIGINT))
-            i = 0
-            while True:
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            for i in range(1_000_000):
                 ns = {}
                 exec(f"def h{i}(): return {i}", ns)
                 ns[f"h{i}"]()
-                i += 1
+            print("not interrupted")
             """
         for option in ("perf", "perf_jit"):
             with self.subTest(option=option):
@@ -2904,10 +2675,8 @@ class TestDeepRecursion(PerfTestCase):
         script = make_script(self.tmp, "deep", source)
         outputs = {}
         for args in ((), ("-X", "perf"), ("-X", "perf_jit")):
-            proc = run_python(*args, script, *script_args, timeout=300)
-            pid = re.search(r"^PID (\d+)$", proc.stdout, re.M)
-            if pid is not None:
-                self.addCleanup(remove_jit_files, int(pid.group(1)))
+            proc, _ = run_and_forget(self, *args, script, *script_args,
+                                     timeout=300)
             self.assertEqual(proc.returncode, 0,
                              f"{args}: {proc.stderr[-2000:]}")
             outputs[args] = proc.stdout.split("\n", 1)[1]
@@ -2941,7 +2710,7 @@ class TestDeepRecursion(PerfTestCase):
         out = self.run_modes(RECURSION_LIMITS)
         self.assertEqual(len(out.splitlines()), 4, out)
 
-    @unittest.skipIf(PERF_PROBLEM, PERF_PROBLEM)
+    @requires_perf
     @unittest.skipUnless(HAVE_FRAME_POINTERS,
                          "perf record -g needs frame pointers")
     def test_profile_names_outer_frames(self):

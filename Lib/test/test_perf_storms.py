@@ -7,7 +7,7 @@ the test knows (every process prints "PID n", every forked child
 "CHILD n") and removes.  A storm passes when every process exits with 0,
 prints nothing on stderr (under `make sanitize` a sanitizer report would
 land there or in its log directory) and leaves files that the strict
-readers of test_perf_profiler accept, naming what the storm ran.
+readers of test.support.perf_helper accept, naming what the storm ran.
 
 `make sanitize` runs this module on an ASan + UBSan build; it is an
 ordinary test module too.
@@ -18,13 +18,13 @@ import re
 import sys
 import sysconfig
 import textwrap
+import time
 import unittest
 
 from test import support
-from test.support import os_helper
-
-from test.test_perf_profiler import (
-    JIT_CODE_LOAD, jit_path, map_lines, map_path, read_jitdump, run_python)
+from test.support.perf_helper import (
+    JIT_CODE_LOAD, check, jit_path, map_lines, map_path, read_jitdump,
+    run_and_forget)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
@@ -198,8 +198,8 @@ def map_names(pid, exited_normally=True):
     names = []
     for line in lines:
         m = re.fullmatch(r"([0-9a-f]+) ([0-9a-f]+) py::(.*)", line)
-        assert m, f"not a map line: {line!r}"
-        assert m.group(1) not in addrs, f"described twice: {line!r}"
+        check(m, f"not a map line: {line!r}")
+        check(m.group(1) not in addrs, f"described twice: {line!r}")
         addrs.add(m.group(1))
         names.append(m.group(3).split(":", 1)[0])
     return names
@@ -212,25 +212,26 @@ def dump_names(pid, exited_normally=True):
     names = []
     for rid, rec in read_jitdump(jit_path(pid), pid, exited_normally):
         if rid == JIT_CODE_LOAD:
-            assert rec["addr"] not in addrs, f"loaded twice: {rec['name']}"
+            check(rec["addr"] not in addrs, f"loaded twice: {rec['name']}")
             addrs.add(rec["addr"])
             name = rec["name"]
-            assert name.startswith("py::"), name
+            check(name.startswith("py::"), name)
             names.append(name[len("py::"):].split(":", 1)[0])
     return names
 
 
 class PerfStormTest(unittest.TestCase):
 
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
     def run_storm(self, *args):
         """Run the interpreter with `args`; returns its stdout and the pids
         of all its processes, whose files are removed after the test."""
-        proc = run_python(*args, timeout=support.LONG_TIMEOUT * 2)
-        pids = [int(p) for p in re.findall(r"^(?:PID|CHILD \d+) (\d+)$",
-                                           proc.stdout, re.M)]
-        for pid in pids:
-            self.addCleanup(os_helper.unlink, map_path(pid))
-            self.addCleanup(os_helper.unlink, jit_path(pid))
+        proc, pids = run_and_forget(self, *args,
+                                    timeout=support.LONG_TIMEOUT * 2,
+                                    pids=r"^(?:PID|CHILD \d+) (\d+)$")
         self.assertEqual(proc.returncode, 0, proc.stderr[-3000:])
         self.assertEqual(proc.stderr, "")
         self.assertTrue(pids, proc.stdout)

@@ -5,13 +5,14 @@ The lines go into /tmp/perf-PID.map of this very process, the file the
 perf trampolines write too."""
 
 import os
-import subprocess
 import sys
 import textwrap
 import threading
+import time
 import unittest
 
 from test.support import import_helper, os_helper
+from test.support.perf_helper import forget_files, run_and_forget
 
 if sys.platform != "linux":
     raise unittest.SkipTest("perf maps are a Linux feature")
@@ -28,12 +29,16 @@ HAVE_TRAMPOLINE = hasattr(sys, "activate_stack_trampoline") and bool(
 class TestPerfMapEntries(unittest.TestCase):
 
     def setUp(self):
+        # This process's own map: removed after the test if the test made
+        # it (not when the suite runs with PYTHONPERFSUPPORT=1 and the
+        # trampolines write it too).
         self.path = f"/tmp/perf-{os.getpid()}.map"
+        self.made_map = not os.path.lexists(self.path)
         self.addCleanup(self.forget_map)
 
     def forget_map(self):
         perf_map_state_teardown()
-        if not sys.is_stack_trampoline_active():
+        if self.made_map:
             os_helper.unlink(self.path)
 
     def lines(self):
@@ -101,16 +106,17 @@ class TestPerfMapEntries(unittest.TestCase):
 @unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
 class TestTrampolineApi(unittest.TestCase):
 
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
     def run_python(self, *args, code):
-        env = {k: v for k, v in os.environ.items()
-               if not k.startswith("PYTHON")}
-        proc = subprocess.run([sys.executable, *args, "-c",
-                               textwrap.dedent(code)],
-                              capture_output=True, text=True, env=env)
+        # (the program prints its pid first)
+        proc, pids = run_and_forget(self, *args, "-c", textwrap.dedent(code),
+                                    pids=r"\A(\d+)$")
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        pid = int(proc.stdout.split()[0])
-        self.addCleanup(os_helper.unlink, f"/tmp/perf-{pid}.map")
-        return proc.stdout.split()[1:], pid
+        self.assertEqual(len(pids), 1, proc.stdout)
+        return proc.stdout.split()[1:], pids[0]
 
     def test_compile_ahead_of_first_call(self):
         # A function compiled before it ever runs is in the map already.
@@ -161,7 +167,7 @@ class TestTrampolineApi(unittest.TestCase):
             os.waitpid(child, 0)
             """)
         child, rc, bad = out
-        self.addCleanup(os_helper.unlink, f"/tmp/perf-{child}.map")
+        forget_files(self, int(child))
         self.assertEqual((rc, bad), ("0", "-1"))
         with open(f"/tmp/perf-{child}.map") as f:
             self.assertIn("1000 10 from_parent\n", f.read())
