@@ -422,11 +422,12 @@ def read_jitdump(path, pid, machine):
 
 
 def unwind_fdes(unwind, addr, size):
-    """The FDE of one trampoline: perf lays its .eh_frame right after the
-    code, and its .eh_frame_hdr right after that."""
+    """The FDE of one trampoline: perf lays its .eh_frame at the end of
+    the code rounded up to 8 bytes (tools/perf/util/genelf.c), and its
+    .eh_frame_hdr right after that."""
     blob, hdr_size = unwind
     eh_frame = blob[:len(blob) - hdr_size]
-    eh_addr = addr + size
+    eh_addr = addr + ((size + 7) & ~7)
     fdes = parse_eh_frame(eh_frame, eh_addr, strict=True)
     check(len(fdes) == 1, "one FDE per trampoline")
     fde = fdes[0]
