@@ -567,7 +567,7 @@ build_unwind_info(void)
    in perf.data.  It must be executable: perf record only records mmap
    events of executable mappings by default. */
 static int
-map_marker(int fd)
+map_marker(_PyPerfFile *file, int fd)
 {
     if (jit.marker != NULL) {
         /* Inherited from the parent across fork(): it names the parent's
@@ -579,6 +579,14 @@ map_marker(int fd)
     void *marker = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
                         fd, 0);
     if (marker == MAP_FAILED) {
+        /* The file is there, with its header, but perf inject would never
+           find it.  EPERM (or EACCES) is a file system mounted noexec. */
+        _PyPerfFile_SetFailure(
+            file, "map",
+            errno == EPERM || errno == EACCES
+                ? " executable (the marker perf inject looks for; is its "
+                  "file system mounted noexec?)"
+                : " executable (the marker perf inject looks for)");
         return -1;
     }
     jit.marker = marker;
@@ -623,7 +631,7 @@ jit_init(_PyPerfFile *file)
         if (drop_close_record(_PyPerfFile_Fd(file)) < 0) {
             return -1;
         }
-        return map_marker(_PyPerfFile_Fd(file));
+        return map_marker(file, _PyPerfFile_Fd(file));
     }
     jit_header h = {
         .magic = JITDUMP_MAGIC,
@@ -637,7 +645,7 @@ jit_init(_PyPerfFile *file)
     if (_PyPerfFile_Append(file, &h, sizeof(h)) < 0) {
         return -1;
     }
-    return map_marker(_PyPerfFile_Fd(file));
+    return map_marker(file, _PyPerfFile_Fd(file));
 }
 
 /* Copy `size` bytes to *p and advance it. */
