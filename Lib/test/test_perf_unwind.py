@@ -28,12 +28,10 @@ import glob
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import sysconfig
 import tempfile
-import textwrap
 import time
 import unittest
 
@@ -293,7 +291,7 @@ def disassembly(path):
     return insns
 
 
-def frame_states(insns, end):
+def frame_states(insns):
     """What the instructions do to the frame, from objdump's text alone:
     at each instruction's address, (d, rbp, saved) where the stack pointer
     is CFA - d, rbp is "caller" (the caller's value) or CFA - k as ("cfa",
@@ -406,7 +404,7 @@ class TestInjectedElf(unittest.TestCase):
                          f"[{fde:x}], FDEs {fdes}")
         insns = disassembly(path)
         self.assertEqual(insns[0][0], text_start, name)
-        states = frame_states(insns, text_end)
+        states = frame_states(insns)
         for addr, state in states.items():
             in_force = [r for loc, r in rows if loc <= addr]
             self.assertTrue(in_force, f"{name}: no row at {addr:#x}")
@@ -435,7 +433,7 @@ class TestInjectedElf(unittest.TestCase):
         insns = [(0x80, "endbr64"), (0x84, "push %rbp"),
                  (0x85, "mov %rsp,%rbp"), (0x88, "call *%rcx"),
                  (0x8a, "pop %rbp"), (0x8b, "ret")]
-        states = frame_states(insns, 0x8c)
+        states = frame_states(insns)
         late = {"CFA": "rsp+8", "ra": "c-8", "rbp": "u"}
         self.assertIsNone(rule_problem(0x84, states[0x84], late))
         self.assertIsNotNone(rule_problem(0x85, states[0x85], late))
@@ -446,7 +444,7 @@ class TestInjectedElf(unittest.TestCase):
             0x8b, states[0x8b], {"CFA": "rbp+16", "ra": "c-8",
                                  "rbp": "c-16"}))
         with self.assertRaises(AssertionError):
-            frame_states([(0x80, "xor %eax,%eax"), (0x82, "ret")], 0x83)
+            frame_states([(0x80, "xor %eax,%eax"), (0x82, "ret")])
 
 
 # ---- gdb, through a live trampoline -----------------------------------------
