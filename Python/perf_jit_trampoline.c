@@ -30,10 +30,15 @@
  * ----------------
  * Every trampoline is a copy of the same template, and perf lays out each
  * generated ELF file the same way, so the unwind data is one constant blob,
- * built once: in perf's ELF file the .eh_frame directly follows the code and
- * the .eh_frame_hdr directly follows the .eh_frame (the record carries them
- * in that order), and every pointer in the blob is relative to its own
- * position (pcrel/datarel), so only the code's size matters.  The FDE's rules
+ * built once.  perf's ELF writer (tools/perf/util/genelf.c) puts the .text
+ * at an address that is a multiple of 16, the .eh_frame at the end of the
+ * code rounded up to a multiple of 8, and the .eh_frame_hdr directly after
+ * the .eh_frame (the record carries them in that order).  So the .eh_frame
+ * starts round_up(code size, 8) bytes after the code's first byte, not
+ * right after its last one: 4 bytes later for the 12-byte x86_64 template
+ * with endbr64, the 20-byte aarch64 ones and the 36-byte riscv64 one.
+ * Every pointer in the blob is relative to its own position
+ * (pcrel/datarel), so only the code's size matters.  The FDE's rules
  * are exact at every instruction boundary of the template; they are derived
  * from its bytes, which are checked first: a template this file does not know
  * is refused rather than described wrongly.
@@ -495,6 +500,8 @@ build_unwind_info(void)
         return -1;
     }
 
+    /* Where perf's ELF file has the .eh_frame, from the code's start. */
+    size_t eh_frame_at = (size + 7) & ~(size_t)7;
     bytes_writer w = {jit.unwind, 0, sizeof(jit.unwind)};
 
     /* CIE */
@@ -520,8 +527,9 @@ build_unwind_info(void)
     size_t fde = w.n;
     put_u32(&w, 0);               /* length, patched */
     put_u32(&w, (uint32_t)(fde + 4 - cie));         /* CIE pointer */
-    /* pc_begin, pcrel: the code ends where this .eh_frame starts */
-    put_u32(&w, (uint32_t)(-(int32_t)(size + w.n)));
+    /* pc_begin, pcrel: the code starts eh_frame_at bytes before this
+       .eh_frame */
+    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_at + w.n)));
     put_u32(&w, (uint32_t)size);  /* pc_range */
     put_u8(&w, 0);                /* augmentation data length */
     for (size_t i = 0; i < r.fde_size; i++) {
@@ -540,7 +548,7 @@ build_unwind_info(void)
     put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
     put_u32(&w, 1);
     /* table entries are relative to the start of .eh_frame_hdr */
-    put_u32(&w, (uint32_t)(-(int32_t)(size + eh_frame_size)));
+    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_at + eh_frame_size)));
     put_u32(&w, (uint32_t)((int32_t)fde - (int32_t)eh_frame_size));
 
     if (w.n > w.cap) {
@@ -559,7 +567,7 @@ build_unwind_info(void)
    in perf.data.  It must be executable: perf record only records mmap
    events of executable mappings by default. */
 static int
-map_marker(int fd)
+map_marker(_PyPerfFile *file, int fd)
 {
     if (jit.marker != NULL) {
         /* Inherited from the parent across fork(): it names the parent's
@@ -571,6 +579,14 @@ map_marker(int fd)
     void *marker = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
                         fd, 0);
     if (marker == MAP_FAILED) {
+        /* The file is there, with its header, but perf inject would never
+           find it.  EPERM (or EACCES) is a file system mounted noexec. */
+        _PyPerfFile_SetFailure(
+            file, "map",
+            errno == EPERM || errno == EACCES
+                ? " executable (the marker perf inject looks for; is its "
+                  "file system mounted noexec?)"
+                : " executable (the marker perf inject looks for)");
         return -1;
     }
     jit.marker = marker;
@@ -615,7 +631,7 @@ jit_init(_PyPerfFile *file)
         if (drop_close_record(_PyPerfFile_Fd(file)) < 0) {
             return -1;
         }
-        return map_marker(_PyPerfFile_Fd(file));
+        return map_marker(file, _PyPerfFile_Fd(file));
     }
     jit_header h = {
         .magic = JITDUMP_MAGIC,
@@ -629,7 +645,7 @@ jit_init(_PyPerfFile *file)
     if (_PyPerfFile_Append(file, &h, sizeof(h)) < 0) {
         return -1;
     }
-    return map_marker(_PyPerfFile_Fd(file));
+    return map_marker(file, _PyPerfFile_Fd(file));
 }
 
 /* Copy `size` bytes to *p and advance it. */

@@ -138,6 +138,8 @@ struct _PyPerfFile {
     long pid;                     /* the pid in the file name */
     int kept;                     /* the file had records when opened */
     char path[64];
+    const char *fail_what;        /* _PyPerfFile_SetFailure(), or NULL */
+    const char *fail_detail;
     char stage[RECORD_MAX];       /* the record being assembled */
 };
 
@@ -318,6 +320,14 @@ _PyPerfFile_Fd(const _PyPerfFile *file)
     return file->fd;
 }
 
+void
+_PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
+                       const char *detail)
+{
+    file->fail_what = what;
+    file->fail_detail = detail;
+}
+
 
 /* ---- Trampolines -------------------------------------------------------- */
 
@@ -482,12 +492,18 @@ warn_file_error(const char *what, backend_state *st)
 {
     int saved = errno;
     const char *path = st->file != NULL ? st->file->path : "?";
+    const char *detail = "";
+    if (st->file != NULL && st->file->fail_what != NULL) {
+        what = st->file->fail_what;
+        detail = st->file->fail_detail;
+    }
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
     if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot %s %s: %s; the %s backend "
-                         "is off and perf will not name Python functions",
-                         what, path, strerror(saved),
+                         "perf trampoline: cannot %s %s%s: %s; the %s "
+                         "backend is off and perf will not name Python "
+                         "functions",
+                         what, path, detail, strerror(saved),
                          st->backend->name) < 0) {
         PyErr_WriteUnraisable(NULL);
     }
@@ -833,6 +849,7 @@ open_backend(backend_state *st)
         st->file->fd = -1;
     }
     if (st->file->fd < 0) {
+        st->file->fail_what = NULL;
         if (file_open(st->file, st->backend) < 0) {
             return -1;
         }

@@ -18,7 +18,9 @@
 # unwinds it on this machine, through frame records and /tmp/perf-PID.map,
 # and through DWARF rules (the jitdump's for the trampolines, the ELF
 # files' .eh_frame or .debug_frame elsewhere), and checks the three
-# functions.
+# functions; the trampoline's unwind data is also decoded by the target's
+# readelf, in an ELF file laid out as perf inject lays one out (perf cannot
+# inject a recording of qemu), and checked against its objdump.
 # i686: no trampoline there; the probe says so, -X perf warns once, the
 # sys API refuses, and test_perf_profiler skips what needs trampolines.
 #
@@ -248,9 +250,11 @@ for mode in perf perf_jit; do
         fail "-X $mode: the script wrote to stderr"
         continue
     fi
+    binutils=
+    [ $mode = perf_jit ] && binutils="--binutils $triplet-"
     if "$build_python" "$here/cross/unwind.py" --mode $mode --arch $arch \
             --dir "$out" --python "$objdir/python" --helper "$helper" \
-            $expect_pac; then
+            $expect_pac $binutils; then
         pass "-X $mode: the stack names py::f3, py::f2, py::f1, py::<module> in order, with their callers"
     else
         fail "-X $mode: see above ($out)"

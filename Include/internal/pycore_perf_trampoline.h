@@ -237,6 +237,10 @@ extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
    been written. */
 extern int _PyPerfFile_Kept(const _PyPerfFile *file);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
+/* For init() failing at something other than making the file: the warning
+   then says "cannot WHAT PATH DETAIL: <errno>" (static strings). */
+extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
+                                   const char *detail);
 
 /* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
    valid UTF-8 on one line (control characters and line separators

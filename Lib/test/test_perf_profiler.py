@@ -2322,6 +2322,27 @@ class TestHostileInput(unittest.TestCase):
                     self.skipTest("cannot make a new root here")
                 self.check_warned_and_ran(proc, "Not a directory")
 
+    def test_tmp_noexec_jitdump(self):
+        # A /tmp mounted noexec: the dump is made, but perf inject finds a
+        # dump only through its executable mapping, which fails.  The
+        # warning says that this is what failed, and why it may have.
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        setup = (f'mount -t tmpfs -o noexec none {tmp} && '
+                 f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
+                 f'mount --move {tmp} /tmp && '
+                 'case $PY in /tmp/*) PY=/tmp/orig/${PY#/tmp/};; esac')
+        proc = self.run_with_tmp(setup, "perf_jit")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
+        self.assertRegex(
+            proc.stderr,
+            r"RuntimeWarning: perf trampoline: cannot map /tmp/jit-\d+\.dump "
+            r"executable \(the marker perf inject looks for; is its file "
+            r"system mounted noexec\?\): Operation not permitted; the "
+            r"perf_jit backend is off")
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+
     def test_tmp_full_jitdump(self):
         # (The map's counterpart is TestPerfMapFile.test_full_disk.)  A
         # small tmpfs on /tmp: the program runs on, a warning says why, and

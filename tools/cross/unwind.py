@@ -3,6 +3,7 @@
 
     unwind.py --mode perf|perf_jit --arch aarch64|riscv64 --dir DIR
               --python TARGET_PYTHON --helper HELPER_SO [--expect-pac]
+              [--binutils TRIPLET-]
 
 --mode perf: the helper's walk of the frame records, each return address
 named through the process's perf-PID.map or the ELF symbols.
@@ -10,7 +11,9 @@ named through the process's perf-PID.map or the ELF symbols.
 helper took, with the rules of the jitdump's FDEs for the trampolines and of
 the ELF files' .eh_frame or .debug_frame for the interpreter and the
 helper (a small CFI interpreter, below).  Each trampoline's rules are first checked at every
-instruction against a model of its code.
+instruction against a model of its code; with --binutils, also as the
+target's readelf decodes them in an ELF file laid out the way perf inject
+writes one, against what the target's objdump disassembles there.
 
 Either way the stack must show py::f3, py::f2, py::f1 and py::<module> of
 three_deep.py, innermost first, each running _PyEval_EvalFrameDefault and
@@ -21,6 +24,7 @@ call instructions push, the PEP 523 hook for frames entered from C.  Exits 1 wit
 import argparse
 import bisect
 import os
+import re
 import struct
 import sys
 
@@ -415,18 +419,19 @@ def read_jitdump(path, pid, machine):
             code = body[end + 1:end + 1 + csize]
             check(unwind is not None, f"{name}: no unwinding record before")
             loads[addr] = (csize, name, code, unwind_fdes(unwind, addr,
-                                                          csize))
+                                                          csize), unwind)
             unwind = None
         pos += size
     return loads
 
 
 def unwind_fdes(unwind, addr, size):
-    """The FDE of one trampoline: perf lays its .eh_frame right after the
-    code, and its .eh_frame_hdr right after that."""
+    """The FDE of one trampoline: perf lays its .eh_frame at the end of
+    the code rounded up to 8 bytes (tools/perf/util/genelf.c), and its
+    .eh_frame_hdr right after that."""
     blob, hdr_size = unwind
     eh_frame = blob[:len(blob) - hdr_size]
-    eh_addr = addr + size
+    eh_addr = addr + ((size + 7) & ~7)
     fdes = parse_eh_frame(eh_frame, eh_addr, strict=True)
     check(len(fdes) == 1, "one FDE per trampoline")
     fde = fdes[0]
@@ -575,6 +580,187 @@ def planted_errors(arch, name, code, fde):
                               f"{which} rule change")
 
 
+# ---- the same, judged by binutils -----------------------------------------------
+#
+# perf inject cannot read a recording of qemu-user (perf sees qemu, not the
+# target's code), so its ELF file is made here the way its writer
+# (tools/perf/util/genelf.c) lays it out: the code at 0x80, the record's
+# .eh_frame at the code's end rounded up to 8 bytes, its .eh_frame_hdr
+# right after.  The target's readelf and objdump then say what the FDE
+# covers, its rules, and what the code does; none of the code above is
+# used to decide what is right.
+
+ELF_TEXT = 0x80
+
+
+def genelf_layout(machine, code, unwind):
+    """An ELF file with .text, .eh_frame and .eh_frame_hdr where perf puts
+    them (addresses equal to file offsets)."""
+    blob, hdr_size = unwind
+    eh = ELF_TEXT + ((len(code) + 7) & ~7)
+    hdr = eh + len(blob) - hdr_size
+    names = b"\0.text\0.eh_frame\0.eh_frame_hdr\0.shstrtab\0"
+    body = bytearray(ELF_TEXT)
+    body += code
+    body += bytes(eh - len(body))
+    body += blob
+    names_off = len(body)
+    body += names
+    while len(body) % 8:
+        body.append(0)
+    shoff = len(body)
+    # name, type, flags, addr, offset, size, link, info, align, entsize
+    shdrs = [(0, 0, 0, 0, 0, 0, 0, 0, 0, 0),
+             (1, 1, 6, ELF_TEXT, ELF_TEXT, len(code), 0, 0, 16, 0),
+             (7, 1, 2, eh, eh, len(blob) - hdr_size, 0, 0, 8, 0),
+             (17, 1, 2, hdr, hdr, hdr_size, 0, 0, 4, 0),
+             (31, 3, 0, 0, names_off, len(names), 0, 0, 1, 0)]
+    for sh in shdrs:
+        body += struct.pack("<IIQQQQIIQQ", *sh)
+    struct.pack_into("<4sBBBB8xHHIQQQIHHHHHH", body, 0, b"\x7fELF", 2, 1,
+                     1, 0, 3, machine, 1, ELF_TEXT, 0, shoff, 0, 64, 0, 0,
+                     64, len(shdrs), 4)
+    return bytes(body)
+
+
+def tool(*cmd):
+    import subprocess
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    check(proc.returncode == 0, f"{' '.join(cmd)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+def objdump_frame_states(arch, insns):
+    """From objdump's text: at each instruction, (d, fp, ra, saved, signed):
+    the stack pointer is CFA - d; fp (x29, s0) and the return address
+    register are "caller" (the caller's values) or else ("cfa", k) /
+    "clobbered"; saved maps k to the register whose caller's value is at
+    CFA - k; signed says if the return address is signed (PAC)."""
+    d, fp, ra, saved, signed = 0, "caller", "caller", {}, False
+    fpn, ran = ("x29", "x30") if arch == "aarch64" else ("s0", "ra")
+    states = {}
+
+    def store(reg, k):
+        value = fp if reg == fpn else ra
+        saved[k] = reg if value == "caller" else None
+
+    def load(reg, k):
+        return "caller" if saved.get(k) == reg else "unknown"
+    for i, (addr, text) in enumerate(insns):
+        states[addr] = (d, fp, ra, dict(saved), signed)
+        mnemonic, _, args = text.partition(" ")
+        args = args.replace(" ", "")
+        m = re.fullmatch(r"addi sp,sp,(-?\d+)", f"{mnemonic} {args}")
+        if mnemonic == "bti" and args == "c":
+            pass
+        elif mnemonic in ("paciasp", "pacibsp"):
+            signed = True
+        elif mnemonic in ("autiasp", "autibsp"):
+            signed = False
+        elif (mnemonic, args) == ("stp", "x29,x30,[sp,#-16]!"):
+            d += 16
+            store("x29", d)
+            store("x30", d - 8)
+        elif (mnemonic, args) == ("mov", "x29,sp"):
+            fp = ("cfa", d)
+        elif (mnemonic, args) == ("ldp", "x29,x30,[sp],#16"):
+            fp, ra = load("x29", d), load("x30", d - 8)
+            d -= 16
+        elif mnemonic in ("blr", "jalr"):
+            ra = "clobbered"
+        elif m is not None:
+            d -= int(m.group(1))
+        elif mnemonic in ("sd", "ld") and re.fullmatch(
+                r"(ra|s0|fp),(\d+)\(sp\)", args):
+            reg, off = re.fullmatch(r"(ra|s0|fp),(\d+)\(sp\)", args).groups()
+            reg = "s0" if reg == "fp" else reg
+            if mnemonic == "sd":
+                store(reg, d - int(off))
+            elif reg == "ra":
+                ra = load("ra", d - int(off))
+            else:
+                fp = load("s0", d - int(off))
+        elif re.fullmatch(r"addi (s0|fp),sp,(\d+)", f"{mnemonic} {args}"):
+            fp = ("cfa", d - int(args.split(",")[2]))
+        elif mnemonic == "ret":
+            check(i == len(insns) - 1, f"{addr:#x}: ret before the end")
+        else:
+            raise CheckFailed(f"{addr:#x}: no frame semantics for {text!r}")
+    check(insns and insns[-1][1].startswith("ret"), "the code does not "
+                                                    "end in ret")
+    return states, fpn, ran
+
+
+def binutils_check(arch, prefix, code, unwind, name, workdir):
+    path = os.path.join(workdir, "genelf-layout.so")
+    with open(path, "wb") as f:
+        f.write(genelf_layout(ARCH[arch]["machine"], code, unwind))
+    secs = {m.group(1): (int(m.group(2), 16), int(m.group(3), 16))
+            for m in re.finditer(r"\]\s+(\S+)\s+\S+\s+([0-9a-f]+)\s+"
+                                 r"[0-9a-f]+\s+([0-9a-f]+)\s",
+                                 tool(prefix + "readelf", "-S", "-W", path))}
+    text = secs[".text"]
+    interp = tool(prefix + "readelf", "--debug-dump=frames-interp", path)
+    fdes = re.findall(r"FDE cie=\S+ pc=([0-9a-f]+)\.\.([0-9a-f]+)\n"
+                      r"\s+(LOC.*)\n((?:[0-9a-f]+ .*\n)*)", interp)
+    check(len(fdes) == 1, f"{name}: readelf finds {len(fdes)} FDEs")
+    start, end, header, body = fdes[0]
+    check((int(start, 16), int(end, 16)) == (text[0], text[0] + text[1]),
+          f"{name}: readelf: the FDE covers {start}..{end}, .text is "
+          f"{text[0]:#x}..{text[0] + text[1]:#x}")
+    columns = header.split()[1:]
+    rows = []
+    for line in body.splitlines():
+        loc, *rules = line.split()
+        rows.append((int(loc, 16), dict(zip(columns, rules))))
+    insns = [(int(m.group(1), 16), " ".join(m.group(2).split()))
+             for m in re.finditer(r"^\s*([0-9a-f]+):\s+[0-9a-f]{8}\s+(.+)$",
+                                  tool(prefix + "objdump", "-d", "-w", path),
+                                  re.M)]
+    check(insns and insns[0][0] == text[0], f"{name}: objdump: {insns}")
+    states, fpn, ran = objdump_frame_states(arch, insns)
+    # DW_CFA_AARCH64_negate_ra_state: where readelf sees it
+    raw = tool(prefix + "readelf", "--debug-dump=frames", path)
+    raw = raw[raw.index(" FDE "):]
+    loc, toggles = text[0], []
+    for line in raw.splitlines():
+        m = re.search(r"DW_CFA_advance_loc\d?: \d+ to ([0-9a-f]+)", line)
+        if m:
+            loc = int(m.group(1), 16)
+        elif "negate_ra_state" in line:
+            toggles.append(loc)
+    signed = False
+    for addr, (d, fp, ra, saved, want_signed) in states.items():
+        while toggles and toggles[0] <= addr:
+            signed = not signed
+            toggles.pop(0)
+        rule = [r for at, r in rows if at <= addr][-1]
+        where = f"{name}+{addr - text[0]} (readelf, objdump)"
+        m = re.fullmatch(r"(sp|x29|s0)\+(\d+)", rule.get("CFA", ""))
+        check(m is not None, f"{where}: CFA rule {rule.get('CFA')}")
+        reg, off = m.group(1), int(m.group(2))
+        if reg == "sp":
+            check(off == d, f"{where}: CFA = sp+{off}, but sp is CFA-{d}")
+        else:
+            check(fp == ("cfa", off), f"{where}: CFA = {reg}+{off}, but "
+                                      f"{reg} is {fp}")
+        for col, value in ((fpn, fp), (ran, ra)):
+            r = rule.get(col, rule.get("ra" if col == ran else col, "u"))
+            m = re.fullmatch(r"c-(\d+)", r)
+            if m:
+                check(saved.get(int(m.group(1))) == col,
+                      f"{where}: {col} rule {r}, but CFA-{m.group(1)} holds "
+                      f"{saved.get(int(m.group(1)))}")
+            else:
+                check(r in ("u", "s") and value == "caller",
+                      f"{where}: {col} rule {r!r}, but {col} is {value}")
+        if arch == "aarch64":
+            check(signed == want_signed,
+                  f"{where}: the rules say the return address is "
+                  f"{'' if signed else 'not '}signed")
+    return len(states)
+
+
 # ---- the stack ------------------------------------------------------------------
 
 def read_capture(directory):
@@ -648,6 +834,9 @@ def main():
     ap.add_argument("--dir", required=True)
     ap.add_argument("--python", required=True)
     ap.add_argument("--helper", required=True)
+    ap.add_argument("--binutils", metavar="PREFIX",
+                    help="check the jitdump's unwind data with PREFIX"
+                         "readelf and PREFIXobjdump too (perf_jit mode)")
     ap.add_argument("--expect-pac", action="store_true",
                     help="the build signs return addresses (aarch64 "
                          "-mbranch-protection=pac-ret or standard)")
@@ -688,12 +877,23 @@ def main():
         loads = read_jitdump(os.path.join(args.dir, f"jit-{pid}.dump"), pid,
                              info["machine"])
         checked = 0
-        for addr, (size, name, code, fde) in sorted(loads.items()):
+        for addr, (size, name, code, fde, _) in sorted(loads.items()):
             check_trampoline_rules(args.arch, code, fde, name)
             checked += 1
         print(f"unwind: the rules of {checked} trampolines checked at "
               f"every instruction")
-        planted_errors(args.arch, *next(iter(loads.values()))[1:])
+        planted_errors(args.arch, *next(iter(loads.values()))[1:4])
+        if args.binutils:
+            # every code load's record is the same: the first one's
+            size, name, code, _, unwind = next(iter(loads.values()))
+            check(all(l[2] == code and l[4] == unwind
+                      for l in loads.values()),
+                  "code loads of different code or unwind data")
+            n = binutils_check(args.arch, args.binutils, code, unwind, name,
+                               args.dir)
+            print(f"unwind: {args.binutils}readelf and {args.binutils}"
+                  f"objdump agree at the {n} instructions of the "
+                  f"trampoline, in perf's ELF layout")
         jit_starts = sorted(loads)
 
         def jit_at(addr):
