@@ -147,6 +147,25 @@ struct _PyPerfFile {
    write() each, which O_APPEND keeps whole among other writers. */
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Test points: _testinternalcapi can stop a thread at one of the places
+   marked TEST_POINT("name") below, inside a window between two steps, so
+   that a test shows what another thread (or the hook itself) may do there.
+   Never set outside tests; none is on the call path. */
+static void (*test_hook)(const char *where);
+
+void
+_PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
+{
+    test_hook = hook;
+}
+
+#define TEST_POINT(where) \
+    do { \
+        if (test_hook != NULL) { \
+            test_hook(where); \
+        } \
+    } while (0)
+
 /* When this program started: the time file timestamps are taken from
    (the coarse real-time clock), read when the executable or library is
    loaded, after fork() and exec() alike. */
@@ -1532,6 +1551,7 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
+void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
 
 int PyUnstable_PerfMapState_Init(void) { return -1; }
 int

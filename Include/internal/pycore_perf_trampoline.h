@@ -183,6 +183,11 @@ extern void _PyPerfTrampoline_AfterForkChild(void);
 /* sys.activate_stack_trampoline() and friends, added to the sys module. */
 extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 
+/* Tests only (_testinternalcapi): call `hook` with the name of each test
+   point of Python/perf_trampoline.c that a thread reaches (NULL: none). */
+PyAPI_FUNC(void) _PyPerfTrampoline_SetTestHook(
+    void (*hook)(const char *where));
+
 
 /* ---- Backends ------------------------------------------------------------
 
