@@ -119,9 +119,14 @@ typedef struct {
     int known;
 } _PyPerfStackBudget;
 
-/* Initial-exec: a thread-local variable of libpython.so is then one load
-   away, not a call of __tls_get_addr(). */
-#if defined(__GNUC__) || defined(__clang__)
+/* Initial-exec where the interpreter is linked into the executable: the
+   variable is then one load away.  A shared libpython keeps the compiler's
+   (dynamic) model, as stock 3.11's does: initial-exec would mark it
+   STATIC_TLS, and a host that dlopen()s it (mod_wsgi, an editor's plugin)
+   would fail to load it once glibc's small static TLS surplus is taken
+   ("cannot allocate memory in static TLS block"; tools/abi/dlopen_host.sh
+   checks).  There each trampolined call pays a __tls_get_addr() call. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(Py_ENABLE_SHARED)
 #  define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
 #  define PERF_TRAMPOLINE_TLS_MODEL
