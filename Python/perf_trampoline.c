@@ -867,8 +867,10 @@ open_backend(backend_state *st)
     return 0;
 }
 
+/* Callers hold files_lock: PyUnstable_PerfMapState_Fini() reads
+   perf.active under it. */
 static void
-deactivate(void)
+deactivate_locked(void)
 {
     PyInterpreterState *interp = _PyInterpreterState_Main();
     if (perf.active == NULL) {
@@ -878,6 +880,14 @@ deactivate(void)
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
     perf.active = NULL;
+}
+
+static void
+deactivate(void)
+{
+    pthread_mutex_lock(&files_lock);
+    deactivate_locked();
+    pthread_mutex_unlock(&files_lock);
 }
 
 /* Turn `name` on.  Returns 0 when active, 1 when the file could not be
@@ -938,22 +948,28 @@ activate(const char *name)
         leave_parent_files();
     }
     /* The new backend's file first: if it cannot be had, the active
-       backend, if any, stays as it is. */
+       backend, if any, stays as it is.  It becomes the active one before
+       files_lock is let go: from then on, PyUnstable_PerfMapState_Fini()
+       leaves its file open. */
     pthread_mutex_lock(&files_lock);
     int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
     int saved = errno;
     if (failed == 2) {
         file_close(st->file);
     }
+    if (!failed) {
+        deactivate_locked();
+        perf.active = st;
+        _PyInterpreterState_SetEvalFrameFunc(interp,
+                                             _PyPerfTrampoline_EvalFrame);
+    }
     pthread_mutex_unlock(&files_lock);
+    TEST_POINT("activated");
     if (failed) {
         errno = saved;
         warn_file_error(failed == 1 ? "create" : "write", st);
         return 1;
     }
-    deactivate();
-    perf.active = st;
-    _PyInterpreterState_SetEvalFrameFunc(interp, _PyPerfTrampoline_EvalFrame);
     return 0;
 }
 

@@ -167,5 +167,53 @@ class TestTrampolineApi(unittest.TestCase):
             self.assertIn("1000 10 from_parent\n", f.read())
 
 
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestWindows(unittest.TestCase):
+    """What another writer does inside a window between two steps of the
+    trampolines' file handling, forced with the test points of
+    _testinternalcapi (perf_trampoline_test_point())."""
+
+    def run_python(self, *args, code, shell=None):
+        """Run `code` (which prints its pid first) in a new interpreter, or
+        through `shell` (sh -c) that execs one; the stderr must be empty.
+        Returns the other output lines and the pid."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYTHON")}
+        cmd = [sys.executable, *args, "-c", textwrap.dedent(code)]
+        if shell is not None:
+            cmd = ["/bin/sh", "-c", shell + ' exec "$@"', "sh", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        pid = int(proc.stdout.split()[0])
+        self.addCleanup(os_helper.unlink, f"/tmp/perf-{pid}.map")
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+        return proc.stdout.splitlines()[1:], pid
+
+    def map_lines(self, pid):
+        with open(f"/tmp/perf-{pid}.map") as f:
+            text = f.read()
+        self.assertTrue(text.endswith("\n"), text[-200:])
+        return text.splitlines()
+
+    def test_fini_while_activating(self):
+        # PyUnstable_PerfMapState_Fini() from a thread without the GIL,
+        # just after activate() let go of files_lock: the map stays open
+        # for the trampolines.
+        out, pid = self.run_python(code="""
+            import os, sys, _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            t.perf_trampoline_test_point("activated",
+                                         t.perf_map_state_teardown)
+            sys.activate_stack_trampoline("perf")
+            def fresh_function():
+                return 1
+            fresh_function()
+            print(sys.is_stack_trampoline_active())
+            """)
+        self.assertEqual(out, ["True"])
+        self.assertTrue(any(line.endswith(" py::fresh_function:<string>")
+                            for line in self.map_lines(pid)))
+
+
+
 if __name__ == "__main__":
     unittest.main()
