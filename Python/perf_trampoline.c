@@ -74,11 +74,13 @@
  * killed process, or a child leaving through os._exit(), leaves whole
  * records naming every trampoline it ran, and another writer that
  * truncates the file costs lines, never the process.  Content written
- * before this program was loaded is a stale file of an earlier process
- * with our pid, and is emptied (perf would give our addresses its
- * names).  After fork() the child drops the parent's descriptors, puts
- * new trampolines in arenas of its own (perf names an inherited mapping
- * after the parent) and starts files named for its own pid.
+ * before this process started (exec() keeps the process: lines of a host
+ * that wrote before it ran or loaded us stay) is a stale file of an
+ * earlier process with our pid, and is emptied (perf would give our
+ * addresses its names).  After fork() the child drops the parent's
+ * descriptors, puts new trampolines in arenas of its own (perf names an
+ * inherited mapping after the parent) and starts files named for its own
+ * pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Trampolines are made and described
@@ -166,36 +168,80 @@ _PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
         } \
     } while (0)
 
-/* When this program started: the time file timestamps are taken from
-   (the coarse real-time clock), read when the executable or library is
-   loaded, after fork() and exec() alike. */
-static struct timespec image_start;
-
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((constructor))
-#endif
-static void
-note_image_start(void)
+/* When this process started, in nanoseconds of the real-time clock as it
+   reads now; -1 if that cannot be had.  The kernel keeps the start in
+   clock ticks since boot (/proc/self/stat, field 22): the start of the
+   process, which exec() keeps, so that lines a host wrote before it ran
+   or loaded us count as the process's; a child of fork() starts anew.
+   The real-time clock minus the boot-time clock, both read now, makes
+   that comparable with file timestamps, and a step of the real-time
+   clock moves both sides alike. */
+static int64_t
+process_start_ns(void)
 {
-    (void)clock_gettime(CLOCK_REALTIME_COARSE, &image_start);
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = read(fd, buf, sizeof(buf) - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    /* Field 2, the command name in parentheses, may hold anything: count
+       the fields from its last ')'. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p != NULL && field < 22; field++) {
+        p = strchr(p, ' ');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    if (p == NULL || hz <= 0) {
+        return -1;
+    }
+    char *end;
+    unsigned long long ticks = strtoull(p, &end, 10);
+    struct timespec real, boot;
+    if (end == p || clock_gettime(CLOCK_REALTIME, &real) < 0
+        || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+    {
+        return -1;
+    }
+    int64_t since_boot = (int64_t)(ticks / (unsigned long)hz) * 1000000000
+                         + (int64_t)(ticks % (unsigned long)hz)
+                           * 1000000000 / hz;
+    return ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000
+           + (real.tv_nsec - boot.tv_nsec) + since_boot;
 }
 
-/* Is the file's content from an earlier program that had our pid?  The
-   map belongs to the process, and something else in it (a JIT, an agent)
-   may have written lines before our first one: those stay.  Content last
-   written before this program started cannot be its own. */
+/* Is the file's content from an earlier process that had our pid?  The
+   map belongs to the process, and something else in it (a JIT, an agent,
+   the host that loaded us) may have written lines before our first one:
+   those stay.  Content last written before this process started cannot
+   be its own.  The start is rounded down to a clock tick, and file times
+   come from a coarse clock: two ticks of slack (an earlier process with
+   our pid within 20 ms of our start would need pids to wrap that fast).
+   When the start cannot be had, content is stale. */
 static int
 content_is_stale(const struct stat *st)
 {
     if (st->st_size == 0) {
         return 0;
     }
-    if (image_start.tv_sec == 0) {
+    int64_t start = process_start_ns();
+    if (start < 0) {
         return 1;
     }
-    return (st->st_mtim.tv_sec < image_start.tv_sec
-            || (st->st_mtim.tv_sec == image_start.tv_sec
-                && st->st_mtim.tv_nsec < image_start.tv_nsec));
+    long hz = sysconf(_SC_CLK_TCK);
+    int64_t slack = 2 * (int64_t)1000000000 / (hz > 0 ? hz : 100);
+    int64_t written = (int64_t)st->st_mtim.tv_sec * 1000000000
+                      + st->st_mtim.tv_nsec;
+    return written < start - slack;
 }
 
 /* Open the file of this process, for appending.  The name is predictable
@@ -803,9 +849,6 @@ atfork_child(void)
     /* Another thread of the parent may have held it. */
     pthread_mutex_init(&files_lock, NULL);
     perf.forked = 1;
-    /* A file with the child's pid that was written before the fork is
-       not the child's (content_is_stale()). */
-    note_image_start();
 }
 
 /* Forget what was described in the parent's files. */

@@ -213,6 +213,18 @@ class TestWindows(unittest.TestCase):
         self.assertTrue(any(line.endswith(" py::fresh_function:<string>")
                             for line in self.map_lines(pid)))
 
+    def test_lines_written_before_the_interpreter_started_stay(self):
+        # A host (here a shell that then execs the interpreter: the same
+        # process) wrote to the map before the interpreter was loaded.
+        # Those lines are the process's, not a stale file's.
+        out, pid = self.run_python("-X", "perf", code="""
+            import os
+            print(os.getpid(), flush=True)
+            """, shell='echo "1000 10 written_by_the_host" >> /tmp/perf-$$.map;')
+        lines = self.map_lines(pid)
+        self.assertIn("1000 10 written_by_the_host", lines)
+        self.assertTrue(any(" py::" in line for line in lines))
+
 
 
 if __name__ == "__main__":
