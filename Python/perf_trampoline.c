@@ -85,7 +85,8 @@
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Trampolines are made and described
  * with the GIL held; files_lock serializes opening and closing them with
- * the C API's callers, which may hold no GIL.
+ * the C API's callers, which may hold no GIL, and with fork(), which waits
+ * for it (a child never sees a file half opened).
  *
  * This file, in order: files (opening, appending: the writer), trampolines
  * (arenas, slots, describing them to a backend), forked children,
@@ -266,6 +267,7 @@ file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
     if (fd < 0) {
         return -1;
     }
+    TEST_POINT("opened");
     struct stat st;
     if (fstat(fd, &st) < 0) {
         goto fail;
@@ -846,9 +848,26 @@ atfork_child(void)
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
     }
-    /* Another thread of the parent may have held it. */
-    pthread_mutex_init(&files_lock, NULL);
+    /* Taken by atfork_prepare() in the thread that forked, which is the
+       child's only thread. */
+    pthread_mutex_unlock(&files_lock);
     perf.forked = 1;
+}
+
+/* fork() waits for the other threads to leave files_lock: the child then
+   never sees a file half opened or half closed (a descriptor open but not
+   stored, or closed but still stored, which file_drop() would close later,
+   when it may be someone else's), nor a held lock. */
+static void
+atfork_prepare(void)
+{
+    pthread_mutex_lock(&files_lock);
+}
+
+static void
+atfork_parent(void)
+{
+    pthread_mutex_unlock(&files_lock);
 }
 
 /* Forget what was described in the parent's files. */
@@ -879,7 +898,8 @@ open_backend(backend_state *st)
                               - _Py_trampoline_func_start);
     /* Before any file is open: a forked child must not write to it. */
     if (!perf.atfork_registered) {
-        int rc = pthread_atfork(NULL, NULL, atfork_child);
+        int rc = pthread_atfork(atfork_prepare, atfork_parent,
+                                atfork_child);
         if (rc != 0) {
             errno = rc;
             return -1;

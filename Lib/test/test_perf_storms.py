@@ -188,6 +188,41 @@ assert total == 7 * N, total
 print("DONE", flush=True)
 """
 
+# A thread without the GIL (ctypes.CDLL) opens the map through the C API
+# and is stopped between open() and storing the descriptor (a test point
+# of _testinternalcapi); the main thread forks meanwhile.  The child must
+# hold no descriptor of its parent's map (it would close it later, as its
+# own, when the number may be someone else's).
+FORK_WHILE_OPENING = """\
+import ctypes, os, threading, _testinternalcapi as t
+print("PID", os.getpid(), flush=True)
+write = ctypes.CDLL(None).PyUnstable_WritePerfMapEntry
+write.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p)
+stopped, stopped_w = os.pipe()
+resume_r, resume = os.pipe()
+t.perf_trampoline_test_point("opened", (stopped_w, resume_r))
+thread = threading.Thread(target=write, args=(0x1000, 16, b"entry"))
+thread.start()
+os.read(stopped, 1)
+pid = os.fork()
+if pid == 0:
+    mine = f"/tmp/perf-{os.getppid()}.map"
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == mine:
+                held.append(fd)
+        except OSError:
+            pass
+    os.write(1, f"CHILD 0 {os.getpid()}\\nHELD {held}\\n".encode())
+    os._exit(0)
+os.write(resume, b"x")
+thread.join()
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+"""
+
+
 
 def map_names(pid, exited_normally=True):
     """The names in /tmp/perf-PID.map, checked: whole lines, each
@@ -290,6 +325,11 @@ class PerfStormTest(unittest.TestCase):
 
     def test_fresh_functions_perf_jit(self):
         self.check_fresh("perf_jit", dump_names)
+
+    def test_fork_while_opening_the_map(self):
+        out, pids = self.run_storm("-c", FORK_WHILE_OPENING)
+        self.assertIn("HELD []", out.splitlines())
+
 
 
 if __name__ == "__main__":
