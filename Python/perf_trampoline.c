@@ -79,8 +79,8 @@
  * earlier process with our pid, and is emptied (perf would give our
  * addresses its names).  After fork() the child drops the parent's
  * descriptors, puts new trampolines in arenas of its own (perf names an
- * inherited mapping after the parent) and starts files named for its own
- * pid.
+ * inherited mapping after the parent) and, once the interpreter's at-fork
+ * hooks have run, starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Trampolines are made and described
@@ -1036,9 +1036,21 @@ activate(const char *name)
     return 0;
 }
 
+/* Set in a child of fork() while PyOS_AfterFork_Child() runs the at-fork
+   hooks: new code objects that they call run without a trampoline until
+   the files have moved, after the hooks. */
+static int in_child_hooks;
+
+void
+_PyPerfTrampoline_BeforeForkChildHooks(void)
+{
+    in_child_hooks = perf.forked;
+}
+
 void
 _PyPerfTrampoline_AfterForkChild(void)
 {
+    in_child_hooks = 0;
     if (!perf.forked) {
         return;
     }
@@ -1103,6 +1115,9 @@ static py_trampoline
 new_trampoline(PyCodeObject *code)
 {
     if (perf.forked) {
+        if (in_child_hooks) {
+            return NULL;
+        }
         /* fork() without PyOS_AfterFork_Child(): move files now. */
         _PyPerfTrampoline_AfterForkChild();
         if (perf.active == NULL) {
@@ -1629,6 +1644,7 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 }
 
 void _PyPerfTrampoline_Fini(void) {}
+void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
 void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
 

@@ -182,7 +182,11 @@ extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
 /* Finalization: deactivate, write the backends' trailers, close files. */
 extern void _PyPerfTrampoline_Fini(void);
 
-/* After fork() in the child: move to files named for the new pid. */
+/* After fork() in the child, from PyOS_AfterFork_Child(): the first
+   before the interpreter's at-fork hooks run, the second after them, to
+   move to files named for the new pid.  (Moving may warn, and a warning
+   may take a lock that a hook re-initialises: logging's.) */
+extern void _PyPerfTrampoline_BeforeForkChildHooks(void);
 extern void _PyPerfTrampoline_AfterForkChild(void);
 
 /* sys.activate_stack_trampoline() and friends, added to the sys module. */

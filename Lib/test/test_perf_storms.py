@@ -222,6 +222,39 @@ _, status = os.waitpid(pid, 0)
 assert os.waitstatus_to_exitcode(status) == 0, status
 """
 
+# The child's files move after the interpreter's at-fork hooks: a warning
+# about them (the child cannot create its file: no descriptor is left)
+# goes through a warnings.showwarning() whose lock, held at the fork, an
+# after_in_child hook re-initialises, as logging does with its locks.
+WARNING_AFTER_FORK_HOOKS = """\
+import os, resource, sys, threading, warnings
+print("PID", os.getpid(), flush=True)
+sys.activate_stack_trampoline("perf")
+lock = threading.Lock()
+def showwarning(message, *args, **kwargs):
+    if lock.acquire(blocking=False):
+        lock.release()
+        print("WARNED", message, flush=True)
+    else:
+        print("LOCK HELD", flush=True)
+warnings.showwarning = showwarning
+def reinit():
+    global lock
+    lock = threading.Lock()
+os.register_at_fork(after_in_child=reinit)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+lock.acquire()
+resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+pid = os.fork()
+if pid == 0:
+    print("CHILD 0", os.getpid(), flush=True)
+    os._exit(0)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+lock.release()
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+"""
+
 
 
 def map_names(pid, exited_normally=True):
@@ -330,6 +363,11 @@ class PerfStormTest(unittest.TestCase):
         out, pids = self.run_storm("-c", FORK_WHILE_OPENING)
         self.assertIn("HELD []", out.splitlines())
 
+    def test_warning_after_the_at_fork_hooks(self):
+        out, pids = self.run_storm("-c", WARNING_AFTER_FORK_HOOKS)
+        self.assertNotIn("LOCK HELD", out)
+        self.assertRegex(out, r"WARNED perf trampoline: cannot create "
+                              r"/tmp/perf-\d+\.map: Too many open files")
 
 
 if __name__ == "__main__":
