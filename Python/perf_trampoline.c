@@ -1575,7 +1575,9 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     if (from < 0) {
         return -1;
     }
-    char *buf = PyMem_RawMalloc(RECORD_MAX);
+    /* Room for one more byte: the newline of a last line without one. */
+    size_t room = RECORD_MAX;
+    char *buf = PyMem_RawMalloc(room + 1);
     int rc = buf == NULL ? -1 : 0;
     pthread_mutex_lock(&files_lock);
     if (rc == 0) {
@@ -1588,16 +1590,45 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     {
         rc = -1;
     }
+    /* Whole lines only, each write() ending at the end of a line: the
+       trampolines append their records without files_lock, and one may
+       land between two of these writes. */
+    size_t have = 0;
     while (rc == 0) {
-        ssize_t n = read(from, buf, RECORD_MAX);
+        if (have == room) {
+            /* A line longer than the buffer. */
+            char *bigger = PyMem_RawRealloc(buf, 2 * room + 1);
+            if (bigger == NULL) {
+                rc = -1;
+                break;
+            }
+            buf = bigger;
+            room *= 2;
+        }
+        ssize_t n = read(from, buf + have, room - have);
         if (n < 0 && errno == EINTR) {
             continue;
         }
-        if (n <= 0) {
-            rc = n < 0 ? -1 : 0;
+        if (n < 0) {
+            rc = -1;
             break;
         }
-        rc = write_whole(map_state()->file->fd, buf, (size_t)n);
+        if (n == 0) {
+            if (have > 0) {
+                buf[have++] = '\n';
+                rc = write_whole(map_state()->file->fd, buf, have);
+            }
+            break;
+        }
+        have += (size_t)n;
+        char *last = memrchr(buf, '\n', have);
+        if (last != NULL) {
+            size_t lines = (size_t)(last + 1 - buf);
+            rc = write_whole(map_state()->file->fd, buf, lines);
+            TEST_POINT("copied");
+            memmove(buf, buf + lines, have - lines);
+            have -= lines;
+        }
     }
     pthread_mutex_unlock(&files_lock);
     PyMem_RawFree(buf);

@@ -225,6 +225,45 @@ class TestWindows(unittest.TestCase):
         self.assertIn("1000 10 written_by_the_host", lines)
         self.assertTrue(any(" py::" in line for line in lines))
 
+    def test_copy_keeps_lines_whole(self):
+        # A trampoline record written (without files_lock) while
+        # PyUnstable_CopyPerfMapFile() is between two of its writes lands
+        # between two lines of the copy, not inside one.
+        with os_helper.temp_dir() as tmp:
+            source = os.path.join(tmp, "parent.map")
+            copied = [f"{0x10000 + i:x} 10 copied_{i}_" + "x" * 60
+                      for i in range(1000)]
+            with open(source, "w") as f:
+                f.write("".join(line + "\n" for line in copied))
+            out, pid = self.run_python("-X", "perf", code=f"""
+                import ctypes, os, threading, _testinternalcapi as t
+                print(os.getpid(), flush=True)
+                # CDLL: called without the GIL, as a JIT's thread would
+                copy = ctypes.CDLL(None).PyUnstable_CopyPerfMapFile
+                copy.argtypes = (ctypes.c_char_p,)
+                stopped, stopped_w = os.pipe()
+                resume_r, resume = os.pipe()
+                t.perf_trampoline_test_point("copied", (stopped_w, resume_r))
+                rc = []
+                thread = threading.Thread(
+                    target=lambda: rc.append(copy({source!r}.encode())))
+                thread.start()
+                os.read(stopped, 1)
+                def made_meanwhile():
+                    return 1
+                made_meanwhile()
+                os.write(resume, b"x")
+                thread.join()
+                print(rc[0])
+                """)
+        self.assertEqual(out, ["0"])
+        lines = self.map_lines(pid)
+        for line in lines:
+            self.assertTrue(line in copied or " py::" in line, line[:200])
+        self.assertTrue(set(copied) <= set(lines))
+        self.assertTrue(any(line.endswith(" py::made_meanwhile:<string>")
+                            for line in lines))
+
 
 
 if __name__ == "__main__":
