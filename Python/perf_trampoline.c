@@ -70,7 +70,8 @@
  * same process may write to it too (through the PyUnstable_ C API at the
  * end of this file, or on its own).  So a file is only ever appended to,
  * each record with one write() of its own (O_APPEND keeps it whole among
- * other writers), and never cut, grown ahead or mapped for writing: a
+ * other writers), and never cut (but for a record of ours that the disk
+ * had room for only in part), grown ahead or mapped for writing: a
  * killed process, or a child leaving through os._exit(), leaves whole
  * records naming every trampoline it ran, and another writer that
  * truncates the file costs lines, never the process.  Content written
@@ -335,9 +336,42 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
     return file->stage;
 }
 
+/* Take back the `n` bytes of a record that the file had room for only in
+   part (a full disk, a file size limit).  O_APPEND left the descriptor's
+   offset just after them.  If the file still ends there, they are cut
+   off; if another writer has appended since, cutting would take its
+   record instead: they are blanked out in place (spaces and a newline, a
+   line that perf skips), through a descriptor of the same file without
+   O_APPEND.  (The offset is only wrong if a C API caller wrote through
+   the same descriptor in between, on the same full disk.) */
+static void
+take_back(_PyPerfFile *file, size_t n)
+{
+    TEST_POINT("partial");
+    off_t end = lseek(file->fd, 0, SEEK_CUR);
+    struct stat st;
+    if (end < (off_t)n || fstat(file->fd, &st) < 0 || st.st_size < end) {
+        /* (Cut by someone else already.) */
+        return;
+    }
+    if (st.st_size == end) {
+        (void)ftruncate(file->fd, end - (off_t)n);
+        return;
+    }
+    char path[64];
+    PyOS_snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        memset(file->stage, ' ', n - 1);
+        file->stage[n - 1] = '\n';
+        (void)!pwrite(fd, file->stage, n, end - (off_t)n);
+        close(fd);
+    }
+}
+
 /* Append the record with one write(): others may append to the same file
    (the map is the process's), and a record reaches the file whole or,
-   when the disk is full, not at all. */
+   when the disk is full, not at all (take_back()). */
 int
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
@@ -350,12 +384,9 @@ _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
         return 0;
     }
     if (n >= 0) {
-        /* Part of it (a full disk, a file size limit): take it back, so
-           that the file ends with a whole record. */
         int saved = n > 0 ? ENOSPC : EIO;
-        off_t end = lseek(file->fd, 0, SEEK_END);
-        if (n > 0 && end >= n) {
-            (void)ftruncate(file->fd, end - n);
+        if (n > 0) {
+            take_back(file, (size_t)n);
         }
         errno = saved;
     }
@@ -1131,15 +1162,22 @@ new_trampoline(PyCodeObject *code)
     if (tramp == NULL) {
         tramp = assign_slot(st, code, &info);
     }
+    /* Off before the warning, whose Python code (a showwarning(), a
+       logging handler) would otherwise make trampolines and write to a
+       file that just failed. */
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
-        warn_memory_error(st);
+        int saved = errno;
         deactivate();
+        errno = saved;
+        warn_memory_error(st);
         return NULL;
     }
     if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
-        warn_file_error("write", st);
+        int saved = errno;
         deactivate();
+        errno = saved;
+        warn_file_error("write", st);
     }
     return (py_trampoline)tramp;
 }

@@ -264,6 +264,42 @@ class TestWindows(unittest.TestCase):
         self.assertTrue(any(line.endswith(" py::made_meanwhile:<string>")
                             for line in lines))
 
+    def test_partial_record_taken_back_keeps_other_records(self):
+        # A record written only in part (a file size limit here, a full
+        # disk in life), while another writer appends before it is taken
+        # back: the other writer's line stays whole.
+        out, pid = self.run_python("-X", "perf", code="""
+            import os, resource, signal, sys, warnings
+            import _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            path = f"/tmp/perf-{os.getpid()}.map"
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+            def other_writer(write=True):
+                resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+                if write:
+                    # (no Python code: it would make trampolines)
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+                    os.write(fd, b"1000 10 other_writer\\n")
+                    os.close(fd)
+            other_writer(False)     # its own trampoline, before the limit
+            def cut_short():
+                return 1
+            t.perf_trampoline_test_point("partial", other_writer)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                size = os.stat(path).st_size
+                resource.setrlimit(resource.RLIMIT_FSIZE, (size + 5, hard))
+                cut_short()
+                resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            print(len(w), sys.is_stack_trampoline_active())
+            """)
+        self.assertEqual(out, ["1 False"])
+        lines = self.map_lines(pid)
+        self.assertEqual(lines[-1], "1000 10 other_writer")
+        # the five bytes of the cut record: a line that perf skips
+        self.assertEqual(lines[-2], " " * 4)
+        self.assertFalse(any("cut_short" in line for line in lines))
 
 
 if __name__ == "__main__":
