@@ -56,8 +56,9 @@
  * addresses would be misnamed in samples taken before.  Each slot remembers
  * its code object (forgotten when the code object dies) and which backends
  * have been told about it in this process, so that switching backends
- * re-describes exactly the live trampolines, and a forked child those it
- * runs (see "Forked children" below).
+ * re-describes exactly the live trampolines (and those that running frames
+ * are in, when they were replaced for a backend that needs more room), and
+ * a forked child those it runs (see "Forked children" below).
  *
  * Backends and files
  * ------------------
@@ -422,6 +423,7 @@ _PyPerfFile_Fd(const _PyPerfFile *file)
 typedef struct {
     PyCodeObject *code;           /* borrowed; NULL once the code dies */
     unsigned char described;      /* bit i: backends[i] has an entry */
+    unsigned char running;        /* see mark_running() */
     unsigned int generation;      /* `described` is of this generation */
 } slot_info;
 
@@ -821,23 +823,56 @@ assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
     return tramp;
 }
 
+/* Mark the trampolines of the code objects that have frames running, on
+   any thread of the main interpreter (whose frames are the only ones run
+   through trampolines).  A frame that runs inline has none, and its mark
+   is only one description too many. */
+static void
+mark_running(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_Main();
+    for (PyThreadState *t = interp->threads.head; t != NULL; t = t->next) {
+        _PyInterpreterFrame *f = t->cframe != NULL
+                                 ? t->cframe->current_frame : NULL;
+        for (; f != NULL; f = f->previous) {
+            char *tramp = extra_at(f->f_code, _PyPerf_code_index);
+            slot_info *info = tramp != NULL ? slot_of(tramp) : NULL;
+            if (info != NULL && info->code == f->f_code) {
+                info->running = 1;
+            }
+        }
+    }
+}
+
 /* Describe every live trampoline the backend has not seen yet.  One that
    sits closer to its neighbours than this backend needs (made for another
    one) is replaced: its code object gets a new trampoline for its next
-   calls, and frames running in the old one finish there, unnamed. */
+   calls.  Frames running in the old one finish there, so it is described
+   too, as it is: its neighbours never run again, unless they are running
+   too, and then their description cuts off the end of this one (where
+   the jitdump's unwind table is: DWARF unwinding stops there, as it would
+   in an undescribed trampoline). */
 static int
 describe_all(backend_state *st)
 {
     int bit = (int)(st - perf.backends);
+    int rc = 0;
+    mark_running();
     /* Arenas that assign_slot() adds go in front of this one. */
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
             slot_info *info = &a->info[i];
             char *tramp = a->start + i * a->slot_size;
-            if (info->code == NULL || is_described(info, bit)) {
+            int running = info->running;
+            info->running = 0;
+            if (rc < 0 || info->code == NULL || is_described(info, bit)) {
                 continue;
             }
             if (a->slot_size < st->slot_size) {
+                if (running && describe(st, tramp, info, bit) < 0) {
+                    rc = -1;
+                    continue;
+                }
                 slot_info *moved;
                 char *new_tramp = assign_slot(st, info->code, &moved);
                 if (new_tramp != NULL) {
@@ -845,13 +880,17 @@ describe_all(backend_state *st)
                     info = moved;
                     tramp = new_tramp;
                 }
+                else if (running) {
+                    continue;
+                }
             }
             if (describe(st, tramp, info, bit) < 0) {
-                return -1;
+                /* On through the arenas, to clear the marks. */
+                rc = -1;
             }
         }
     }
-    return 0;
+    return rc;
 }
 
 /* What activate() describes: every live trampoline, or only the running

@@ -255,6 +255,26 @@ _, status = os.waitpid(pid, 0)
 assert os.waitstatus_to_exitcode(status) == 0, status
 """
 
+# perf to perf_jit while frames run: the frames running in trampolines
+# spaced for the map (too close for the jitdump) finish there, so the dump
+# must describe those trampolines too.
+SWITCH_WHILE_RUNNING = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+sys.activate_stack_trampoline("perf")
+def switch():
+    sys.activate_stack_trampoline("perf_jit")
+    return 1
+def spacer(n):
+    return n
+def outer():
+    for i in range(8):
+        spacer(i)
+    return switch()
+outer()
+outer()
+sys.deactivate_stack_trampoline()
+"""
 
 
 def map_names(pid, exited_normally=True):
@@ -358,6 +378,24 @@ class PerfStormTest(unittest.TestCase):
 
     def test_fresh_functions_perf_jit(self):
         self.check_fresh("perf_jit", dump_names)
+
+    def test_switch_to_perf_jit_while_running(self):
+        out, (pid,) = self.run_storm("-c", SWITCH_WHILE_RUNNING)
+        with open(map_path(pid), "rb") as f:
+            in_map = {}
+            for line in map_lines(f.read(), True):
+                addr, _, name = line.split(" ", 2)
+                in_map[name.rsplit(":", 1)[0]] = int(addr, 16)
+        loads = {}
+        for rid, rec in read_jitdump(jit_path(pid), pid, True):
+            if rid == JIT_CODE_LOAD:
+                loads.setdefault(rec["name"].rsplit(":", 1)[0], set()).add(
+                    rec["addr"])
+        # the trampolines the two frames ran in, and the new ones
+        for name in ("py::outer", "py::switch"):
+            self.assertIn(in_map[name], loads[name])
+            self.assertEqual(len(loads[name]), 2)
+        self.assertNotIn(in_map["py::spacer"], loads["py::spacer"])
 
     def test_fork_while_opening_the_map(self):
         out, pids = self.run_storm("-c", FORK_WHILE_OPENING)
