@@ -1490,17 +1490,22 @@ perf_map_init(_PyPerfFile *Py_UNUSED(file))
 /* `value` in lowercase hex without leading zeros.  The digits are written
    backwards from the last one, two at a time from a table of the 256
    byte values; the digit count comes from the highest set bit. */
+#define HEX_PAIRS(hi) \
+    hi "0" hi "1" hi "2" hi "3" hi "4" hi "5" hi "6" hi "7" \
+    hi "8" hi "9" hi "a" hi "b" hi "c" hi "d" hi "e" hi "f"
+
 static char *
 put_hex(char *p, uint64_t value)
 {
     static const char digits[] = "0123456789abcdef";
-    static char pairs[512];
-    if (pairs[0] == 0) {
-        for (int b = 0; b < 256; b++) {
-            pairs[2 * b] = digits[b >> 4];
-            pairs[2 * b + 1] = digits[b & 15];
-        }
-    }
+    /* Constant: C API callers may run this at the same time, without the
+       GIL. */
+    static const char pairs[] =
+        HEX_PAIRS("0") HEX_PAIRS("1") HEX_PAIRS("2") HEX_PAIRS("3")
+        HEX_PAIRS("4") HEX_PAIRS("5") HEX_PAIRS("6") HEX_PAIRS("7")
+        HEX_PAIRS("8") HEX_PAIRS("9") HEX_PAIRS("a") HEX_PAIRS("b")
+        HEX_PAIRS("c") HEX_PAIRS("d") HEX_PAIRS("e") HEX_PAIRS("f");
+    _Static_assert(sizeof(pairs) == 2 * 256 + 1, "two digits per byte");
     int ndigits = value == 0 ? 1 : (64 - __builtin_clzll(value) + 3) / 4;
     char *q = p + ndigits;
     while (q - p >= 2) {
