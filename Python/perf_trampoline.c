@@ -1272,6 +1272,7 @@ stack_budget_init(_PyPerfStackBudget *budget)
     budget->span = size - reserve;
 }
 
+#ifndef Py_ENABLE_SHARED
 int
 _PyPerfTrampoline_StackLeft(void)
 {
@@ -1282,6 +1283,23 @@ _PyPerfTrampoline_StackLeft(void)
     stack_budget_init(budget);
     return _PyPerf_StackPointer() - budget->low < budget->span;
 }
+#else
+_PyPerfStackCopy _PyPerf_stack_copy;
+
+int
+_PyPerfTrampoline_StackLeft(void)
+{
+    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
+    if (!budget->known) {
+        stack_budget_init(budget);
+    }
+    PyThreadState *tstate = _PyThreadState_GET();
+    _PyPerf_stack_copy.id = tstate->id;
+    _PyPerf_stack_copy.low = budget->low;
+    _PyPerf_stack_copy.span = budget->span;
+    return _PyPerf_StackPointer() - budget->low < budget->span;
+}
+#endif
 
 /* Out of line: the first call of a code object while a backend is on. */
 static Py_NO_INLINE PyObject *

@@ -125,7 +125,9 @@ typedef struct {
    STATIC_TLS, and a host that dlopen()s it (mod_wsgi, an editor's plugin)
    would fail to load it once glibc's small static TLS surplus is taken
    ("cannot allocate memory in static TLS block"; tools/abi/dlopen_host.sh
-   checks).  There each trampolined call pays a __tls_get_addr() call. */
+   checks).  There every access is a call of __tls_get_addr() (15 more
+   instructions per trampolined call, measured): calls test a copy of the
+   budget instead, below. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(Py_ENABLE_SHARED)
 #  define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
@@ -159,19 +161,39 @@ _PyPerf_StackPointer(void)
     return sp;
 }
 
-/* Is the caller's native frame within the budget?  (Written without
-   __builtin_expect: with it, GCC 12 allocates the registers of
-   _PyEval_EvalFrameDefault differently, and the calls of the off path
-   cost two more instructions each.) */
-#define PERF_TRAMPOLINE_STACK_WITHIN() \
+/* Is the caller's native frame, on the thread of `tstate`, within the
+   budget?  (Written without __builtin_expect: with it, GCC 12 allocates
+   the registers of _PyEval_EvalFrameDefault differently, and the calls of
+   the off path cost two more instructions each.) */
+#ifndef Py_ENABLE_SHARED
+#define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
     (_PyPerf_StackPointer() - _PyPerf_stack_budget.low \
      < _PyPerf_stack_budget.span)
+#else
+/* A shared libpython: the budget of the thread that last made a
+   trampolined call, with the id of its thread state, copied by
+   _PyPerfTrampoline_StackLeft().  Trampolined calls run with the GIL held,
+   in the main interpreter only, whose thread state ids start at 1 and are
+   never reused (the address of a thread state may be, by a thread with
+   another stack). */
+typedef struct {
+    uint64_t id;
+    uintptr_t low;
+    uintptr_t span;
+} _PyPerfStackCopy;
+extern PERF_TRAMPOLINE_HIDDEN _PyPerfStackCopy _PyPerf_stack_copy;
+#define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
+    (_PyPerf_stack_copy.id == (tstate)->id \
+     && _PyPerf_StackPointer() - _PyPerf_stack_copy.low \
+        < _PyPerf_stack_copy.span)
+#endif
 
-/* When it is not: 1 if the thread's budget was not known yet and the
-   caller is within it, else 0 (run the call inline). */
+/* When it is not: 1 if the caller is within the thread's budget after
+   all (it was not known yet, or, in a shared libpython, the copy was
+   another thread's), else 0 (run the call inline). */
 extern int _PyPerfTrampoline_StackLeft(void);
 #else
-#define PERF_TRAMPOLINE_STACK_WITHIN() 1
+#define PERF_TRAMPOLINE_STACK_WITHIN(tstate) 1
 #define _PyPerfTrampoline_StackLeft() 1
 #endif
 
