@@ -56,8 +56,9 @@
  * addresses would be misnamed in samples taken before.  Each slot remembers
  * its code object (forgotten when the code object dies) and which backends
  * have been told about it in this process, so that switching backends
- * re-describes exactly the live trampolines, and a forked child those it
- * runs (see "Forked children" below).
+ * re-describes exactly the live trampolines (and those that running frames
+ * are in, when they were replaced for a backend that needs more room), and
+ * a forked child those it runs (see "Forked children" below).
  *
  * Backends and files
  * ------------------
@@ -70,20 +71,24 @@
  * same process may write to it too (through the PyUnstable_ C API at the
  * end of this file, or on its own).  So a file is only ever appended to,
  * each record with one write() of its own (O_APPEND keeps it whole among
- * other writers), and never cut, grown ahead or mapped for writing: a
+ * other writers), and never cut (but for a record of ours that the disk
+ * had room for only in part), grown ahead or mapped for writing: a
  * killed process, or a child leaving through os._exit(), leaves whole
  * records naming every trampoline it ran, and another writer that
  * truncates the file costs lines, never the process.  Content written
- * before this program was loaded is a stale file of an earlier process
- * with our pid, and is emptied (perf would give our addresses its
- * names).  After fork() the child drops the parent's descriptors, puts
- * new trampolines in arenas of its own (perf names an inherited mapping
- * after the parent) and starts files named for its own pid.
+ * before this process started (exec() keeps the process: lines of a host
+ * that wrote before it ran or loaded us stay) is a stale file of an
+ * earlier process with our pid, and is emptied (perf would give our
+ * addresses its names).  After fork() the child drops the parent's
+ * descriptors, puts new trampolines in arenas of its own (perf names an
+ * inherited mapping after the parent) and, once the interpreter's at-fork
+ * hooks have run, starts files named for its own pid.
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Trampolines are made and described
  * with the GIL held; files_lock serializes opening and closing them with
- * the C API's callers, which may hold no GIL.
+ * the C API's callers, which may hold no GIL, and with fork(), which waits
+ * for it (a child never sees a file half opened).
  *
  * This file, in order: files (opening, appending: the writer), trampolines
  * (arenas, slots, describing them to a backend), forked children,
@@ -149,36 +154,99 @@ struct _PyPerfFile {
    write() each, which O_APPEND keeps whole among other writers. */
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* When this program started: the time file timestamps are taken from
-   (the coarse real-time clock), read when the executable or library is
-   loaded, after fork() and exec() alike. */
-static struct timespec image_start;
+/* Test points: _testinternalcapi can stop a thread at one of the places
+   marked TEST_POINT("name") below, inside a window between two steps, so
+   that a test shows what another thread (or the hook itself) may do there.
+   Never set outside tests; none is on the call path. */
+static void (*test_hook)(const char *where);
 
-#if defined(__GNUC__) || defined(__clang__)
-__attribute__((constructor))
-#endif
-static void
-note_image_start(void)
+void
+_PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
 {
-    (void)clock_gettime(CLOCK_REALTIME_COARSE, &image_start);
+    test_hook = hook;
 }
 
-/* Is the file's content from an earlier program that had our pid?  The
-   map belongs to the process, and something else in it (a JIT, an agent)
-   may have written lines before our first one: those stay.  Content last
-   written before this program started cannot be its own. */
+#define TEST_POINT(where) \
+    do { \
+        if (test_hook != NULL) { \
+            test_hook(where); \
+        } \
+    } while (0)
+
+/* When this process started, in nanoseconds of the real-time clock as it
+   reads now; -1 if that cannot be had.  The kernel keeps the start in
+   clock ticks since boot (/proc/self/stat, field 22): the start of the
+   process, which exec() keeps, so that lines a host wrote before it ran
+   or loaded us count as the process's; a child of fork() starts anew.
+   The real-time clock minus the boot-time clock, both read now, makes
+   that comparable with file timestamps, and a step of the real-time
+   clock moves both sides alike. */
+static int64_t
+process_start_ns(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = read(fd, buf, sizeof(buf) - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    /* Field 2, the command name in parentheses, may hold anything: count
+       the fields from its last ')'. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p != NULL && field < 22; field++) {
+        p = strchr(p, ' ');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    if (p == NULL || hz <= 0) {
+        return -1;
+    }
+    char *end;
+    unsigned long long ticks = strtoull(p, &end, 10);
+    struct timespec real, boot;
+    if (end == p || clock_gettime(CLOCK_REALTIME, &real) < 0
+        || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+    {
+        return -1;
+    }
+    int64_t since_boot = (int64_t)(ticks / (unsigned long)hz) * 1000000000
+                         + (int64_t)(ticks % (unsigned long)hz)
+                           * 1000000000 / hz;
+    return ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000
+           + (real.tv_nsec - boot.tv_nsec) + since_boot;
+}
+
+/* Is the file's content from an earlier process that had our pid?  The
+   map belongs to the process, and something else in it (a JIT, an agent,
+   the host that loaded us) may have written lines before our first one:
+   those stay.  Content last written before this process started cannot
+   be its own.  The start is rounded down to a clock tick, and file times
+   come from a coarse clock: two ticks of slack (an earlier process with
+   our pid within 20 ms of our start would need pids to wrap that fast).
+   When the start cannot be had, content is stale. */
 static int
 content_is_stale(const struct stat *st)
 {
     if (st->st_size == 0) {
         return 0;
     }
-    if (image_start.tv_sec == 0) {
+    int64_t start = process_start_ns();
+    if (start < 0) {
         return 1;
     }
-    return (st->st_mtim.tv_sec < image_start.tv_sec
-            || (st->st_mtim.tv_sec == image_start.tv_sec
-                && st->st_mtim.tv_nsec < image_start.tv_nsec));
+    long hz = sysconf(_SC_CLK_TCK);
+    int64_t slack = 2 * (int64_t)1000000000 / (hz > 0 ? hz : 100);
+    int64_t written = (int64_t)st->st_mtim.tv_sec * 1000000000
+                      + st->st_mtim.tv_nsec;
+    return written < start - slack;
 }
 
 /* Open the file of this process, for appending.  The name is predictable
@@ -203,6 +271,7 @@ file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
     if (fd < 0) {
         return -1;
     }
+    TEST_POINT("opened");
     struct stat st;
     if (fstat(fd, &st) < 0) {
         goto fail;
@@ -270,9 +339,42 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
     return file->stage;
 }
 
+/* Take back the `n` bytes of a record that the file had room for only in
+   part (a full disk, a file size limit).  O_APPEND left the descriptor's
+   offset just after them.  If the file still ends there, they are cut
+   off; if another writer has appended since, cutting would take its
+   record instead: they are blanked out in place (spaces and a newline, a
+   line that perf skips), through a descriptor of the same file without
+   O_APPEND.  (The offset is only wrong if a C API caller wrote through
+   the same descriptor in between, on the same full disk.) */
+static void
+take_back(_PyPerfFile *file, size_t n)
+{
+    TEST_POINT("partial");
+    off_t end = lseek(file->fd, 0, SEEK_CUR);
+    struct stat st;
+    if (end < (off_t)n || fstat(file->fd, &st) < 0 || st.st_size < end) {
+        /* (Cut by someone else already.) */
+        return;
+    }
+    if (st.st_size == end) {
+        (void)ftruncate(file->fd, end - (off_t)n);
+        return;
+    }
+    char path[64];
+    PyOS_snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        memset(file->stage, ' ', n - 1);
+        file->stage[n - 1] = '\n';
+        (void)!pwrite(fd, file->stage, n, end - (off_t)n);
+        close(fd);
+    }
+}
+
 /* Append the record with one write(): others may append to the same file
    (the map is the process's), and a record reaches the file whole or,
-   when the disk is full, not at all. */
+   when the disk is full, not at all (take_back()). */
 int
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
@@ -285,12 +387,9 @@ _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
         return 0;
     }
     if (n >= 0) {
-        /* Part of it (a full disk, a file size limit): take it back, so
-           that the file ends with a whole record. */
         int saved = n > 0 ? ENOSPC : EIO;
-        off_t end = lseek(file->fd, 0, SEEK_END);
-        if (n > 0 && end >= n) {
-            (void)ftruncate(file->fd, end - n);
+        if (n > 0) {
+            take_back(file, (size_t)n);
         }
         errno = saved;
     }
@@ -334,6 +433,7 @@ _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
 typedef struct {
     PyCodeObject *code;           /* borrowed; NULL once the code dies */
     unsigned char described;      /* bit i: backends[i] has an entry */
+    unsigned char running;        /* see mark_running() */
     unsigned int generation;      /* `described` is of this generation */
 } slot_info;
 
@@ -739,23 +839,56 @@ assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
     return tramp;
 }
 
+/* Mark the trampolines of the code objects that have frames running, on
+   any thread of the main interpreter (whose frames are the only ones run
+   through trampolines).  A frame that runs inline has none, and its mark
+   is only one description too many. */
+static void
+mark_running(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_Main();
+    for (PyThreadState *t = interp->threads.head; t != NULL; t = t->next) {
+        _PyInterpreterFrame *f = t->cframe != NULL
+                                 ? t->cframe->current_frame : NULL;
+        for (; f != NULL; f = f->previous) {
+            char *tramp = extra_at(f->f_code, _PyPerf_code_index);
+            slot_info *info = tramp != NULL ? slot_of(tramp) : NULL;
+            if (info != NULL && info->code == f->f_code) {
+                info->running = 1;
+            }
+        }
+    }
+}
+
 /* Describe every live trampoline the backend has not seen yet.  One that
    sits closer to its neighbours than this backend needs (made for another
    one) is replaced: its code object gets a new trampoline for its next
-   calls, and frames running in the old one finish there, unnamed. */
+   calls.  Frames running in the old one finish there, so it is described
+   too, as it is: its neighbours never run again, unless they are running
+   too, and then their description cuts off the end of this one (where
+   the jitdump's unwind table is: DWARF unwinding stops there, as it would
+   in an undescribed trampoline). */
 static int
 describe_all(backend_state *st)
 {
     int bit = (int)(st - perf.backends);
+    int rc = 0;
+    mark_running();
     /* Arenas that assign_slot() adds go in front of this one. */
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
             slot_info *info = &a->info[i];
             char *tramp = a->start + i * a->slot_size;
-            if (info->code == NULL || is_described(info, bit)) {
+            int running = info->running;
+            info->running = 0;
+            if (rc < 0 || info->code == NULL || is_described(info, bit)) {
                 continue;
             }
             if (a->slot_size < st->slot_size) {
+                if (running && describe(st, tramp, info, bit) < 0) {
+                    rc = -1;
+                    continue;
+                }
                 slot_info *moved;
                 char *new_tramp = assign_slot(st, info->code, &moved);
                 if (new_tramp != NULL) {
@@ -763,13 +896,17 @@ describe_all(backend_state *st)
                     info = moved;
                     tramp = new_tramp;
                 }
+                else if (running) {
+                    continue;
+                }
             }
             if (describe(st, tramp, info, bit) < 0) {
-                return -1;
+                /* On through the arenas, to clear the marks. */
+                rc = -1;
             }
         }
     }
-    return 0;
+    return rc;
 }
 
 /* What activate() describes: every live trampoline, or only the running
@@ -797,12 +934,26 @@ atfork_child(void)
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
     }
-    /* Another thread of the parent may have held it. */
-    pthread_mutex_init(&files_lock, NULL);
+    /* Taken by atfork_prepare() in the thread that forked, which is the
+       child's only thread. */
+    pthread_mutex_unlock(&files_lock);
     perf.forked = 1;
-    /* A file with the child's pid that was written before the fork is
-       not the child's (content_is_stale()). */
-    note_image_start();
+}
+
+/* fork() waits for the other threads to leave files_lock: the child then
+   never sees a file half opened or half closed (a descriptor open but not
+   stored, or closed but still stored, which file_drop() would close later,
+   when it may be someone else's), nor a held lock. */
+static void
+atfork_prepare(void)
+{
+    pthread_mutex_lock(&files_lock);
+}
+
+static void
+atfork_parent(void)
+{
+    pthread_mutex_unlock(&files_lock);
 }
 
 /* Forget what was described in the parent's files. */
@@ -833,7 +984,8 @@ open_backend(backend_state *st)
                               - _Py_trampoline_func_start);
     /* Before any file is open: a forked child must not write to it. */
     if (!perf.atfork_registered) {
-        int rc = pthread_atfork(NULL, NULL, atfork_child);
+        int rc = pthread_atfork(atfork_prepare, atfork_parent,
+                                atfork_child);
         if (rc != 0) {
             errno = rc;
             return -1;
@@ -865,8 +1017,10 @@ open_backend(backend_state *st)
     return 0;
 }
 
+/* Callers hold files_lock: PyUnstable_PerfMapState_Fini() reads
+   perf.active under it. */
 static void
-deactivate(void)
+deactivate_locked(void)
 {
     PyInterpreterState *interp = _PyInterpreterState_Main();
     if (perf.active == NULL) {
@@ -876,6 +1030,14 @@ deactivate(void)
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
     perf.active = NULL;
+}
+
+static void
+deactivate(void)
+{
+    pthread_mutex_lock(&files_lock);
+    deactivate_locked();
+    pthread_mutex_unlock(&files_lock);
 }
 
 /* Turn `name` on.  Returns 0 when active, 1 when the file could not be
@@ -936,28 +1098,46 @@ activate(const char *name)
         leave_parent_files();
     }
     /* The new backend's file first: if it cannot be had, the active
-       backend, if any, stays as it is. */
+       backend, if any, stays as it is.  It becomes the active one before
+       files_lock is let go: from then on, PyUnstable_PerfMapState_Fini()
+       leaves its file open. */
     pthread_mutex_lock(&files_lock);
     int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
     int saved = errno;
     if (failed == 2) {
         file_close(st->file);
     }
+    if (!failed) {
+        deactivate_locked();
+        perf.active = st;
+        _PyInterpreterState_SetEvalFrameFunc(interp,
+                                             _PyPerfTrampoline_EvalFrame);
+    }
     pthread_mutex_unlock(&files_lock);
+    TEST_POINT("activated");
     if (failed) {
         errno = saved;
         warn_file_error(failed == 1 ? "create" : "write", st);
         return 1;
     }
-    deactivate();
-    perf.active = st;
-    _PyInterpreterState_SetEvalFrameFunc(interp, _PyPerfTrampoline_EvalFrame);
     return 0;
+}
+
+/* Set in a child of fork() while PyOS_AfterFork_Child() runs the at-fork
+   hooks: new code objects that they call run without a trampoline until
+   the files have moved, after the hooks. */
+static int in_child_hooks;
+
+void
+_PyPerfTrampoline_BeforeForkChildHooks(void)
+{
+    in_child_hooks = perf.forked;
 }
 
 void
 _PyPerfTrampoline_AfterForkChild(void)
 {
+    in_child_hooks = 0;
     if (!perf.forked) {
         return;
     }
@@ -1022,6 +1202,9 @@ static py_trampoline
 new_trampoline(PyCodeObject *code)
 {
     if (perf.forked) {
+        if (in_child_hooks) {
+            return NULL;
+        }
         /* fork() without PyOS_AfterFork_Child(): move files now. */
         _PyPerfTrampoline_AfterForkChild();
         if (perf.active == NULL) {
@@ -1035,15 +1218,22 @@ new_trampoline(PyCodeObject *code)
     if (tramp == NULL) {
         tramp = assign_slot(st, code, &info);
     }
+    /* Off before the warning, whose Python code (a showwarning(), a
+       logging handler) would otherwise make trampolines and write to a
+       file that just failed. */
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
-        warn_memory_error(st);
+        int saved = errno;
         deactivate();
+        errno = saved;
+        warn_memory_error(st);
         return NULL;
     }
     if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
-        warn_file_error("write", st);
+        int saved = errno;
         deactivate();
+        errno = saved;
+        warn_file_error("write", st);
     }
     return (py_trampoline)tramp;
 }
@@ -1099,6 +1289,7 @@ stack_budget_init(_PyPerfStackBudget *budget)
     budget->span = size - reserve;
 }
 
+#ifndef Py_ENABLE_SHARED
 int
 _PyPerfTrampoline_StackLeft(void)
 {
@@ -1109,6 +1300,23 @@ _PyPerfTrampoline_StackLeft(void)
     stack_budget_init(budget);
     return _PyPerf_StackPointer() - budget->low < budget->span;
 }
+#else
+_PyPerfStackCopy _PyPerf_stack_copy;
+
+int
+_PyPerfTrampoline_StackLeft(void)
+{
+    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
+    if (!budget->known) {
+        stack_budget_init(budget);
+    }
+    PyThreadState *tstate = _PyThreadState_GET();
+    _PyPerf_stack_copy.id = tstate->id;
+    _PyPerf_stack_copy.low = budget->low;
+    _PyPerf_stack_copy.span = budget->span;
+    return _PyPerf_StackPointer() - budget->low < budget->span;
+}
+#endif
 
 /* Out of line: the first call of a code object while a backend is on. */
 static Py_NO_INLINE PyObject *
@@ -1317,17 +1525,22 @@ perf_map_init(_PyPerfFile *Py_UNUSED(file))
 /* `value` in lowercase hex without leading zeros.  The digits are written
    backwards from the last one, two at a time from a table of the 256
    byte values; the digit count comes from the highest set bit. */
+#define HEX_PAIRS(hi) \
+    hi "0" hi "1" hi "2" hi "3" hi "4" hi "5" hi "6" hi "7" \
+    hi "8" hi "9" hi "a" hi "b" hi "c" hi "d" hi "e" hi "f"
+
 static char *
 put_hex(char *p, uint64_t value)
 {
     static const char digits[] = "0123456789abcdef";
-    static char pairs[512];
-    if (pairs[0] == 0) {
-        for (int b = 0; b < 256; b++) {
-            pairs[2 * b] = digits[b >> 4];
-            pairs[2 * b + 1] = digits[b & 15];
-        }
-    }
+    /* Constant: C API callers may run this at the same time, without the
+       GIL. */
+    static const char pairs[] =
+        HEX_PAIRS("0") HEX_PAIRS("1") HEX_PAIRS("2") HEX_PAIRS("3")
+        HEX_PAIRS("4") HEX_PAIRS("5") HEX_PAIRS("6") HEX_PAIRS("7")
+        HEX_PAIRS("8") HEX_PAIRS("9") HEX_PAIRS("a") HEX_PAIRS("b")
+        HEX_PAIRS("c") HEX_PAIRS("d") HEX_PAIRS("e") HEX_PAIRS("f");
+    _Static_assert(sizeof(pairs) == 2 * 256 + 1, "two digits per byte");
     int ndigits = value == 0 ? 1 : (64 - __builtin_clzll(value) + 3) / 4;
     char *q = p + ndigits;
     while (q - p >= 2) {
@@ -1479,7 +1692,9 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     if (from < 0) {
         return -1;
     }
-    char *buf = PyMem_RawMalloc(RECORD_MAX);
+    /* Room for one more byte: the newline of a last line without one. */
+    size_t room = RECORD_MAX;
+    char *buf = PyMem_RawMalloc(room + 1);
     int rc = buf == NULL ? -1 : 0;
     pthread_mutex_lock(&files_lock);
     if (rc == 0) {
@@ -1492,16 +1707,45 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     {
         rc = -1;
     }
+    /* Whole lines only, each write() ending at the end of a line: the
+       trampolines append their records without files_lock, and one may
+       land between two of these writes. */
+    size_t have = 0;
     while (rc == 0) {
-        ssize_t n = read(from, buf, RECORD_MAX);
+        if (have == room) {
+            /* A line longer than the buffer. */
+            char *bigger = PyMem_RawRealloc(buf, 2 * room + 1);
+            if (bigger == NULL) {
+                rc = -1;
+                break;
+            }
+            buf = bigger;
+            room *= 2;
+        }
+        ssize_t n = read(from, buf + have, room - have);
         if (n < 0 && errno == EINTR) {
             continue;
         }
-        if (n <= 0) {
-            rc = n < 0 ? -1 : 0;
+        if (n < 0) {
+            rc = -1;
             break;
         }
-        rc = write_whole(map_state()->file->fd, buf, (size_t)n);
+        if (n == 0) {
+            if (have > 0) {
+                buf[have++] = '\n';
+                rc = write_whole(map_state()->file->fd, buf, have);
+            }
+            break;
+        }
+        have += (size_t)n;
+        char *last = memrchr(buf, '\n', have);
+        if (last != NULL) {
+            size_t lines = (size_t)(last + 1 - buf);
+            rc = write_whole(map_state()->file->fd, buf, lines);
+            TEST_POINT("copied");
+            memmove(buf, buf + lines, have - lines);
+            have -= lines;
+        }
     }
     pthread_mutex_unlock(&files_lock);
     PyMem_RawFree(buf);
@@ -1548,7 +1792,9 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 }
 
 void _PyPerfTrampoline_Fini(void) {}
+void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
+void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
 
 int PyUnstable_PerfMapState_Init(void) { return -1; }
 int

@@ -9,7 +9,7 @@
 # with the same flags (their pyconfig.h, libpython3.11.so.1.0 and python);
 # WORK a scratch directory.  `make check-abi` provides all of them.
 #
-# Four parts, each timed:
+# Five parts, each timed:
 #   ext      tools/abi/abiext.c, compiled against the stock headers, imported
 #            and run by PYTHON and by the shared patched python, with perf
 #            support off, -X perf and -X perf_jit
@@ -24,6 +24,8 @@
 #   numpy    Debian's python3-numpy (built for Debian's python3.11) under
 #            PYTHON, off, -X perf and -X perf_jit, with PYTHONPATH at
 #            Debian's dist-packages; stock shared python as the reference
+#   dlopen   a host that dlopen()s each libpython after a library that took
+#            most of glibc's static TLS surplus (tools/abi/dlopen_host.sh)
 #
 # Ends with one line "check-abi: N passed, N failed"; exits non-zero when
 # any part fails.
@@ -268,6 +270,8 @@ part ext part_ext
 part layout part_layout
 part abidiff part_abidiff
 part numpy part_numpy
+part dlopen "$abi/dlopen_host.sh" "$stock_so/$LIB" "$ours_so/$LIB" \
+    "$work/dlopen"
 
 echo
 echo "times:$timings"

@@ -119,9 +119,16 @@ typedef struct {
     int known;
 } _PyPerfStackBudget;
 
-/* Initial-exec: a thread-local variable of libpython.so is then one load
-   away, not a call of __tls_get_addr(). */
-#if defined(__GNUC__) || defined(__clang__)
+/* Initial-exec where the interpreter is linked into the executable: the
+   variable is then one load away.  A shared libpython keeps the compiler's
+   (dynamic) model, as stock 3.11's does: initial-exec would mark it
+   STATIC_TLS, and a host that dlopen()s it (mod_wsgi, an editor's plugin)
+   would fail to load it once glibc's small static TLS surplus is taken
+   ("cannot allocate memory in static TLS block"; tools/abi/dlopen_host.sh
+   checks).  There every access is a call of __tls_get_addr() (15 more
+   instructions per trampolined call, measured): calls test a copy of the
+   budget instead, below. */
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(Py_ENABLE_SHARED)
 #  define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("initial-exec")))
 #else
 #  define PERF_TRAMPOLINE_TLS_MODEL
@@ -154,19 +161,39 @@ _PyPerf_StackPointer(void)
     return sp;
 }
 
-/* Is the caller's native frame within the budget?  (Written without
-   __builtin_expect: with it, GCC 12 allocates the registers of
-   _PyEval_EvalFrameDefault differently, and the calls of the off path
-   cost two more instructions each.) */
-#define PERF_TRAMPOLINE_STACK_WITHIN() \
+/* Is the caller's native frame, on the thread of `tstate`, within the
+   budget?  (Written without __builtin_expect: with it, GCC 12 allocates
+   the registers of _PyEval_EvalFrameDefault differently, and the calls of
+   the off path cost two more instructions each.) */
+#ifndef Py_ENABLE_SHARED
+#define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
     (_PyPerf_StackPointer() - _PyPerf_stack_budget.low \
      < _PyPerf_stack_budget.span)
+#else
+/* A shared libpython: the budget of the thread that last made a
+   trampolined call, with the id of its thread state, copied by
+   _PyPerfTrampoline_StackLeft().  Trampolined calls run with the GIL held,
+   in the main interpreter only, whose thread state ids start at 1 and are
+   never reused (the address of a thread state may be, by a thread with
+   another stack). */
+typedef struct {
+    uint64_t id;
+    uintptr_t low;
+    uintptr_t span;
+} _PyPerfStackCopy;
+extern PERF_TRAMPOLINE_HIDDEN _PyPerfStackCopy _PyPerf_stack_copy;
+#define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
+    (_PyPerf_stack_copy.id == (tstate)->id \
+     && _PyPerf_StackPointer() - _PyPerf_stack_copy.low \
+        < _PyPerf_stack_copy.span)
+#endif
 
-/* When it is not: 1 if the thread's budget was not known yet and the
-   caller is within it, else 0 (run the call inline). */
+/* When it is not: 1 if the caller is within the thread's budget after
+   all (it was not known yet, or, in a shared libpython, the copy was
+   another thread's), else 0 (run the call inline). */
 extern int _PyPerfTrampoline_StackLeft(void);
 #else
-#define PERF_TRAMPOLINE_STACK_WITHIN() 1
+#define PERF_TRAMPOLINE_STACK_WITHIN(tstate) 1
 #define _PyPerfTrampoline_StackLeft() 1
 #endif
 
@@ -177,11 +204,20 @@ extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
 /* Finalization: deactivate, write the backends' trailers, close files. */
 extern void _PyPerfTrampoline_Fini(void);
 
-/* After fork() in the child: move to files named for the new pid. */
+/* After fork() in the child, from PyOS_AfterFork_Child(): the first
+   before the interpreter's at-fork hooks run, the second after them, to
+   move to files named for the new pid.  (Moving may warn, and a warning
+   may take a lock that a hook re-initialises: logging's.) */
+extern void _PyPerfTrampoline_BeforeForkChildHooks(void);
 extern void _PyPerfTrampoline_AfterForkChild(void);
 
 /* sys.activate_stack_trampoline() and friends, added to the sys module. */
 extern PyMethodDef _PyPerfTrampoline_SysMethods[];
+
+/* Tests only (_testinternalcapi): call `hook` with the name of each test
+   point of Python/perf_trampoline.c that a thread reaches (NULL: none). */
+PyAPI_FUNC(void) _PyPerfTrampoline_SetTestHook(
+    void (*hook)(const char *where));
 
 
 /* ---- Backends ------------------------------------------------------------

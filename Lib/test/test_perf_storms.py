@@ -188,6 +188,94 @@ assert total == 7 * N, total
 print("DONE", flush=True)
 """
 
+# A thread without the GIL (ctypes.CDLL) opens the map through the C API
+# and is stopped between open() and storing the descriptor (a test point
+# of _testinternalcapi); the main thread forks meanwhile.  The child must
+# hold no descriptor of its parent's map (it would close it later, as its
+# own, when the number may be someone else's).
+FORK_WHILE_OPENING = """\
+import ctypes, os, threading, _testinternalcapi as t
+print("PID", os.getpid(), flush=True)
+write = ctypes.CDLL(None).PyUnstable_WritePerfMapEntry
+write.argtypes = (ctypes.c_void_p, ctypes.c_uint, ctypes.c_char_p)
+stopped, stopped_w = os.pipe()
+resume_r, resume = os.pipe()
+t.perf_trampoline_test_point("opened", (stopped_w, resume_r))
+thread = threading.Thread(target=write, args=(0x1000, 16, b"entry"))
+thread.start()
+os.read(stopped, 1)
+pid = os.fork()
+if pid == 0:
+    mine = f"/tmp/perf-{os.getppid()}.map"
+    held = []
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd}") == mine:
+                held.append(fd)
+        except OSError:
+            pass
+    os.write(1, f"CHILD 0 {os.getpid()}\\nHELD {held}\\n".encode())
+    os._exit(0)
+os.write(resume, b"x")
+thread.join()
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+"""
+
+# The child's files move after the interpreter's at-fork hooks: a warning
+# about them (the child cannot create its file: no descriptor is left)
+# goes through a warnings.showwarning() whose lock, held at the fork, an
+# after_in_child hook re-initialises, as logging does with its locks.
+WARNING_AFTER_FORK_HOOKS = """\
+import os, resource, sys, threading, warnings
+print("PID", os.getpid(), flush=True)
+sys.activate_stack_trampoline("perf")
+lock = threading.Lock()
+def showwarning(message, *args, **kwargs):
+    if lock.acquire(blocking=False):
+        lock.release()
+        print("WARNED", message, flush=True)
+    else:
+        print("LOCK HELD", flush=True)
+warnings.showwarning = showwarning
+def reinit():
+    global lock
+    lock = threading.Lock()
+os.register_at_fork(after_in_child=reinit)
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+lock.acquire()
+resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
+pid = os.fork()
+if pid == 0:
+    print("CHILD 0", os.getpid(), flush=True)
+    os._exit(0)
+resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+lock.release()
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+"""
+
+# perf to perf_jit while frames run: the frames running in trampolines
+# spaced for the map (too close for the jitdump) finish there, so the dump
+# must describe those trampolines too.
+SWITCH_WHILE_RUNNING = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+sys.activate_stack_trampoline("perf")
+def switch():
+    sys.activate_stack_trampoline("perf_jit")
+    return 1
+def spacer(n):
+    return n
+def outer():
+    for i in range(8):
+        spacer(i)
+    return switch()
+outer()
+outer()
+sys.deactivate_stack_trampoline()
+"""
+
 
 def map_names(pid, exited_normally=True):
     """The names in /tmp/perf-PID.map, checked: whole lines, each
@@ -291,6 +379,34 @@ class PerfStormTest(unittest.TestCase):
 
     def test_fresh_functions_perf_jit(self):
         self.check_fresh("perf_jit", dump_names)
+
+    def test_switch_to_perf_jit_while_running(self):
+        out, (pid,) = self.run_storm("-c", SWITCH_WHILE_RUNNING)
+        with open(map_path(pid), "rb") as f:
+            in_map = {}
+            for line in map_lines(f.read(), True):
+                addr, _, name = line.split(" ", 2)
+                in_map[name.rsplit(":", 1)[0]] = int(addr, 16)
+        loads = {}
+        for rid, rec in read_jitdump(jit_path(pid), pid, True):
+            if rid == JIT_CODE_LOAD:
+                loads.setdefault(rec["name"].rsplit(":", 1)[0], set()).add(
+                    rec["addr"])
+        # the trampolines the two frames ran in, and the new ones
+        for name in ("py::outer", "py::switch"):
+            self.assertIn(in_map[name], loads[name])
+            self.assertEqual(len(loads[name]), 2)
+        self.assertNotIn(in_map["py::spacer"], loads["py::spacer"])
+
+    def test_fork_while_opening_the_map(self):
+        out, pids = self.run_storm("-c", FORK_WHILE_OPENING)
+        self.assertIn("HELD []", out.splitlines())
+
+    def test_warning_after_the_at_fork_hooks(self):
+        out, pids = self.run_storm("-c", WARNING_AFTER_FORK_HOOKS)
+        self.assertNotIn("LOCK HELD", out)
+        self.assertRegex(out, r"WARNED perf trampoline: cannot create "
+                              r"/tmp/perf-\d+\.map: Too many open files")
 
 
 if __name__ == "__main__":

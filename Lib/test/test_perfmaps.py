@@ -173,5 +173,140 @@ class TestTrampolineApi(unittest.TestCase):
             self.assertIn("1000 10 from_parent\n", f.read())
 
 
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class TestWindows(unittest.TestCase):
+    """What another writer does inside a window between two steps of the
+    trampolines' file handling, forced with the test points of
+    _testinternalcapi (perf_trampoline_test_point())."""
+
+    def run_python(self, *args, code, shell=None):
+        """Run `code` (which prints its pid first) in a new interpreter, or
+        through `shell` (sh -c) that execs one; the stderr must be empty.
+        Returns the other output lines and the pid."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith("PYTHON")}
+        cmd = [sys.executable, *args, "-c", textwrap.dedent(code)]
+        if shell is not None:
+            cmd = ["/bin/sh", "-c", shell + ' exec "$@"', "sh", *cmd]
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        pid = int(proc.stdout.split()[0])
+        self.addCleanup(os_helper.unlink, f"/tmp/perf-{pid}.map")
+        self.assertEqual((proc.returncode, proc.stderr), (0, ""))
+        return proc.stdout.splitlines()[1:], pid
+
+    def map_lines(self, pid):
+        with open(f"/tmp/perf-{pid}.map") as f:
+            text = f.read()
+        self.assertTrue(text.endswith("\n"), text[-200:])
+        return text.splitlines()
+
+    def test_fini_while_activating(self):
+        # PyUnstable_PerfMapState_Fini() from a thread without the GIL,
+        # just after activate() let go of files_lock: the map stays open
+        # for the trampolines.
+        out, pid = self.run_python(code="""
+            import os, sys, _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            t.perf_trampoline_test_point("activated",
+                                         t.perf_map_state_teardown)
+            sys.activate_stack_trampoline("perf")
+            def fresh_function():
+                return 1
+            fresh_function()
+            print(sys.is_stack_trampoline_active())
+            """)
+        self.assertEqual(out, ["True"])
+        self.assertTrue(any(line.endswith(" py::fresh_function:<string>")
+                            for line in self.map_lines(pid)))
+
+    def test_lines_written_before_the_interpreter_started_stay(self):
+        # A host (here a shell that then execs the interpreter: the same
+        # process) wrote to the map before the interpreter was loaded.
+        # Those lines are the process's, not a stale file's.
+        out, pid = self.run_python("-X", "perf", code="""
+            import os
+            print(os.getpid(), flush=True)
+            """, shell='echo "1000 10 written_by_the_host" >> /tmp/perf-$$.map;')
+        lines = self.map_lines(pid)
+        self.assertIn("1000 10 written_by_the_host", lines)
+        self.assertTrue(any(" py::" in line for line in lines))
+
+    def test_copy_keeps_lines_whole(self):
+        # A trampoline record written (without files_lock) while
+        # PyUnstable_CopyPerfMapFile() is between two of its writes lands
+        # between two lines of the copy, not inside one.
+        with os_helper.temp_dir() as tmp:
+            source = os.path.join(tmp, "parent.map")
+            copied = [f"{0x10000 + i:x} 10 copied_{i}_" + "x" * 60
+                      for i in range(1000)]
+            with open(source, "w") as f:
+                f.write("".join(line + "\n" for line in copied))
+            out, pid = self.run_python("-X", "perf", code=f"""
+                import ctypes, os, threading, _testinternalcapi as t
+                print(os.getpid(), flush=True)
+                # CDLL: called without the GIL, as a JIT's thread would
+                copy = ctypes.CDLL(None).PyUnstable_CopyPerfMapFile
+                copy.argtypes = (ctypes.c_char_p,)
+                stopped, stopped_w = os.pipe()
+                resume_r, resume = os.pipe()
+                t.perf_trampoline_test_point("copied", (stopped_w, resume_r))
+                rc = []
+                thread = threading.Thread(
+                    target=lambda: rc.append(copy({source!r}.encode())))
+                thread.start()
+                os.read(stopped, 1)
+                def made_meanwhile():
+                    return 1
+                made_meanwhile()
+                os.write(resume, b"x")
+                thread.join()
+                print(rc[0])
+                """)
+        self.assertEqual(out, ["0"])
+        lines = self.map_lines(pid)
+        for line in lines:
+            self.assertTrue(line in copied or " py::" in line, line[:200])
+        self.assertTrue(set(copied) <= set(lines))
+        self.assertTrue(any(line.endswith(" py::made_meanwhile:<string>")
+                            for line in lines))
+
+    def test_partial_record_taken_back_keeps_other_records(self):
+        # A record written only in part (a file size limit here, a full
+        # disk in life), while another writer appends before it is taken
+        # back: the other writer's line stays whole.
+        out, pid = self.run_python("-X", "perf", code="""
+            import os, resource, signal, sys, warnings
+            import _testinternalcapi as t
+            print(os.getpid(), flush=True)
+            path = f"/tmp/perf-{os.getpid()}.map"
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+            def other_writer(write=True):
+                resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+                if write:
+                    # (no Python code: it would make trampolines)
+                    fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+                    os.write(fd, b"1000 10 other_writer\\n")
+                    os.close(fd)
+            other_writer(False)     # its own trampoline, before the limit
+            def cut_short():
+                return 1
+            t.perf_trampoline_test_point("partial", other_writer)
+            with warnings.catch_warnings(record=True) as w:
+                warnings.simplefilter("always")
+                size = os.stat(path).st_size
+                resource.setrlimit(resource.RLIMIT_FSIZE, (size + 5, hard))
+                cut_short()
+                resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            print(len(w), sys.is_stack_trampoline_active())
+            """)
+        self.assertEqual(out, ["1 False"])
+        lines = self.map_lines(pid)
+        self.assertEqual(lines[-1], "1000 10 other_writer")
+        # the five bytes of the cut record: a line that perf skips
+        self.assertEqual(lines[-2], " " * 4)
+        self.assertFalse(any("cut_short" in line for line in lines))
+
+
 if __name__ == "__main__":
     unittest.main()
