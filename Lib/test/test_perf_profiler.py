@@ -11,6 +11,7 @@ test.support.perf_helper).  Every test removes the perf.data files and the
 import glob
 import os
 import re
+import shlex
 import shutil
 import signal
 import struct
@@ -656,8 +657,9 @@ class TestPerfMapFile(PerfTestCase):
         # the file cannot grow past it.  The program runs on, a warning
         # says why, and the map holds the whole lines written before.
         # The tmpfs is mounted on a directory of ours first, with the real
-        # /tmp bound inside it as orig/, then moved onto /tmp: an
-        # interpreter that lives under /tmp is run from there.
+        # /tmp bound inside it as orig/, then moved onto /tmp; the
+        # interpreter's own directories under /tmp, if any, are bound
+        # back in place from orig/ (rebind_interpreter()).
         unshare = shutil.which("unshare")
         if unshare is None or os.geteuid() != 0:
             self.skipTest("needs unshare and root for a mount namespace")
@@ -665,9 +667,9 @@ class TestPerfMapFile(PerfTestCase):
         os.mkdir(small)
         shell = ('S=$2; mount -t tmpfs -o size=96k none "$S" && '
                  'mkdir "$S/orig" && mount --bind /tmp "$S/orig" && '
-                 'mount --move "$S" /tmp || exit 99; '
-                 'py=$0; case $py in /tmp/*) py=/tmp/orig/${py#/tmp/};; esac; '
-                 '"$py" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
+                 'mount --move "$S" /tmp && '
+                 + rebind_interpreter("/tmp/orig") + ' || exit 99; '
+                 '"$0" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
                  'cat /tmp/perf-*.map')
         proc = subprocess.run(
             [unshare, "-m", "sh", "-c", shell, sys.executable,
@@ -1463,6 +1465,37 @@ def pid_namespace_command(test):
                       capture_output=True).returncode != 0:
         test.skipTest("cannot create a pid namespace here")
     return [unshare, "-pf", "--mount-proc"]
+
+
+def interpreter_dirs_under_tmp():
+    """The directories under /tmp that this interpreter starts from, the
+    outermost ones: its executable's and its real binary's (a venv's
+    python is a symlink), its prefixes (a venv's pyvenv.cfg, the stdlib,
+    lib-dynload) and the directories on sys.path."""
+    paths = {os.path.dirname(sys.executable),
+             os.path.dirname(os.path.realpath(sys.executable)),
+             sys.prefix, sys.exec_prefix, sys.base_prefix,
+             sys.base_exec_prefix, *filter(None, sys.path)}
+    dirs = {p for path in paths
+            for p in (os.path.abspath(path), os.path.realpath(path))
+            if p.startswith("/tmp/") and os.path.isdir(p)}
+    return sorted(d for d in dirs
+                  if not any(d.startswith(other + "/") for other in dirs))
+
+
+def rebind_interpreter(orig):
+    """Shell commands for a mount namespace in which another /tmp has been
+    put in place, with the real one visible at `orig`: they bind the
+    interpreter's directories under /tmp back at their own paths, so that
+    it starts there as anywhere else (a venv names its base interpreter by
+    absolute path: it cannot be run from another place)."""
+    commands = ["true"]
+    for d in interpreter_dirs_under_tmp():
+        source = orig + d[len("/tmp"):]
+        commands.append(f"mkdir -p {shlex.quote(d)} && "
+                        f"mount --bind {shlex.quote(source)} "
+                        f"{shlex.quote(d)}")
+    return " && ".join(commands)
 
 
 def check_planted_symlink(test, path, option):
@@ -2305,18 +2338,23 @@ class TestHostileInput(unittest.TestCase):
                  '[ -d "$d" ] || continue; mkdir "$R$d" && '
                  'mount --rbind "$d" "$R$d" || exit 99; done; '
                  'echo "not a directory" > "$R/tmp" || exit 99; '
-                 # an interpreter under /tmp is run from the real /tmp,
-                 # bound in as /tmp-orig
                  'mkdir "$R/tmp-orig" && mount --rbind /tmp "$R/tmp-orig" '
                  '|| exit 99; '
-                 'py=$0; case $py in /tmp/*) py=/tmp-orig/${py#/tmp/};; esac; '
-                 'exec chroot "$R" "$py" -X "$2" -c "$1"')
+                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
+        # Nothing can live under /tmp in that root.  An interpreter whose
+        # tree does is run from the real /tmp, bound in as /tmp-orig: its
+        # real binary (a venv's python is a symlink to its base's, and its
+        # pyvenv.cfg names it by absolute path), which finds its prefix
+        # from where it is.
+        python = sys.executable
+        if interpreter_dirs_under_tmp():
+            python = "/tmp-orig" + os.path.realpath(python)[len("/tmp"):]
         code = ("import os; print('PID', os.getpid(), flush=True)\n"
                 "def f():\n    return 45\nprint('output intact', f())")
         for option in ("perf", "perf_jit"):
             with self.subTest(option=option):
                 proc = subprocess.run(
-                    [unshare, "-m", "sh", "-c", shell, sys.executable, code,
+                    [unshare, "-m", "sh", "-c", shell, python, code,
                      option], capture_output=True, text=True, env=env_with())
                 if proc.returncode == 99:
                     self.skipTest("cannot make a new root here")
@@ -2331,7 +2369,7 @@ class TestHostileInput(unittest.TestCase):
         setup = (f'mount -t tmpfs -o size=256k none {tmp} && '
                  f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
                  f'mount --move {tmp} /tmp && '
-                 'case $PY in /tmp/*) PY=/tmp/orig/${PY#/tmp/};; esac')
+                 + rebind_interpreter("/tmp/orig"))
         proc = self.run_with_tmp(
             setup, "perf_jit", code=MANY_FUNCTIONS,
             after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
