@@ -60,7 +60,7 @@ CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
         check-series regrtest-perf check-abi sanitize check-viewer docs series dist \
-        check-cross check-copies \
+        check-cross check-copies check-install \
         check-dist check-export clean distclean
 
 all: $(BUILD)/python
@@ -84,6 +84,9 @@ help:
 	@echo "make sanitize   ASan+UBSan build in build-asan/, then our tests and storms"
 	@echo "make check-cross ARCH=aarch64|riscv64|i686"
 	@echo "                cross-build in build-cross-ARCH/, check under qemu-user (~2 min)"
+	@echo "make check-install  make install build/ into a prefix and a DESTDIR, a venv,"
+	@echo "                -X perf under perf, the perf tests from the installed"
+	@echo "                stdlib ($(INSTALL_DIR)/, or INSTALL_DIR=anywhere; ~3 min)"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
@@ -205,6 +208,14 @@ regrtest-perf: $(BUILD)/python
 	$(CLEAN_ENV) $(BUILD)/python tools/suite-modes.py --python $(BUILD)/python \
 	    --out $(BUILD)/regrtest-perf --jobs 2 --known README.md \
 	    $(addprefix --exclude ,$(REGRTEST_EXCLUDE))
+# build/ installed as users install it, with CPython's own `make install`
+# (into a prefix, and staged under a DESTDIR), a venv made from the
+# prefix, and the checks of tools/check-install.sh in each.  INSTALL_DIR
+# can be anywhere (under /tmp, say).
+INSTALL_DIR ?= build-install
+check-install: $(BUILD)/python
+	$(CLEAN_ENV) tools/check-install.sh $(BUILD) $(INSTALL_DIR) examples/demo.py
+
 # A profile of examples/demo.py opened in speedscope and a flame graph in
 # headless Chromium, and in hotspot's parser (tools/viewer/viewer.test.mjs);
 # screenshots in build/viewer-shots/.
@@ -310,4 +321,4 @@ clean:
 
 distclean:
 	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series build-cross-* \
-	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT)
+	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT) build-install

@@ -11,6 +11,7 @@ test.support.perf_helper).  Every test removes the perf.data files and the
 import glob
 import os
 import re
+import shlex
 import shutil
 import signal
 import struct
@@ -29,10 +30,10 @@ from test.support.perf_helper import (
     HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO,
     JIT_CODE_LOAD, JIT_CODE_UNWINDING_INFO, JIT_ELF_MACHINE, MAP_LINE,
     NO_TRAMPOLINE, cfa_table, env_with, expected_cfa_rules, forget_files,
-    forget_path, jit_path, load_map_symbols, map_lines, map_path,
-    parse_perf_script, perf_command, read_jitdump, read_map_file,
-    requires_perf, requires_perf_inject_jit, run_and_forget, run_python,
-    script_pid, written_since)
+    forget_path, function_of, is_function, jit_path, load_map_symbols,
+    map_lines, map_path, parse_perf_script, perf_command, read_jitdump,
+    read_map_file, requires_perf, requires_perf_inject_jit, run_and_forget,
+    run_python, script_pid, written_since)
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
@@ -138,9 +139,12 @@ os.waitpid(child, 0)
 
 # The functions that call trampolines: the evaluator (for the frames its
 # call instructions push), the PEP 523 hook (frames entered from C) and the
-# hook's path for a code object's first call.
-TRAMPOLINE_CALLERS = ("_PyEval_EvalFrameDefault",
-                      "_PyPerfTrampoline_EvalFrame", "eval_frame_new_code")
+# hook's path for a code object's first call.  Frames are matched with
+# is_function(): an optimised build's perf script names parts and copies
+# of them (_PyEval_EvalFrameDefault.cold under GCC's PGO and LTO).
+EVALUATOR = "_PyEval_EvalFrameDefault"
+TRAMPOLINE_CALLERS = (EVALUATOR, "_PyPerfTrampoline_EvalFrame",
+                      "eval_frame_new_code")
 
 
 def setUpModule():
@@ -169,8 +173,8 @@ def assert_python_stacks(test, samples, script, names):
         except ValueError:
             continue
         if pos == sorted(pos) and all(
-                syms[p + 1] in TRAMPOLINE_CALLERS
-                and "_PyEval_EvalFrameDefault" in syms[p + 1:q]
+                is_function(syms[p + 1], *TRAMPOLINE_CALLERS)
+                and any(is_function(sym, EVALUATOR) for sym in syms[p + 1:q])
                 for p, q in zip(pos, pos[1:])):
             good += 1
     test.assertGreaterEqual(good, 0.9 * len(in_first),
@@ -285,7 +289,7 @@ class TestPerfProfiling(PerfTestCase):
         last_foo = max(s.time for s in in_foo)
         in_ham = [s for s in samples
                   if s.time > last_foo
-                  and any(sym == "_PyEval_EvalFrameDefault" for sym, _ in s)
+                  and any(is_function(sym, EVALUATOR) for sym, _ in s)
                   and not any(sym.startswith("py::") for sym, _ in s)]
         self.assertGreater(len(in_ham), len(in_foo) // 3,
                            f"{len(in_ham)} samples after deactivation, "
@@ -311,8 +315,9 @@ class TestPerfProfiling(PerfTestCase):
                 if i + 1 == len(sample):
                     continue
                 checked += 1
-                self.assertIn(sample[i + 1][0], TRAMPOLINE_CALLERS,
-                              f"frame below {sym} in {sample}")
+                self.assertTrue(
+                    is_function(sample[i + 1][0], *TRAMPOLINE_CALLERS),
+                    f"frame below {sym} in {sample}")
         self.assertGreater(checked, 30)
 
     @unittest.skipIf(shutil.which("gdb") is None, "needs gdb")
@@ -347,10 +352,13 @@ class TestPerfProfiling(PerfTestCase):
 
 def parse_disassembly(text):
     """[(address, instruction)] of gdb's `disassemble` output; the
-    instruction keeps gdb's comment (`# 0x... <symbol>`)."""
+    instruction keeps gdb's comment (`# 0x... <symbol>`).  A function in
+    several address ranges (its .cold part split off by GCC's PGO or
+    LTO) is listed range by range; gdb gives the offsets of a range
+    before the entry point as negative numbers (`<-320>`)."""
     code = []
     for line in text.splitlines():
-        m = re.match(r"\s*(?:=>\s*)?0x([0-9a-f]+) <\+\d+>:\t(.*)$", line)
+        m = re.match(r"\s*(?:=>\s*)?0x([0-9a-f]+) <[+-]\d+>:\t(.*)$", line)
         if m:
             code.append((int(m.group(1), 16), m.group(2).strip()))
     return code
@@ -443,6 +451,27 @@ class TestDisassemblyCheck(unittest.TestCase):
             self.assertEqual(self.transfers(*code),
                              (["call   *%rax"], [tail]))
 
+    def test_cold_range_followed(self):
+        # gdb lists a function split in two ranges, the cold one (at lower
+        # addresses here) with negative offsets: the path goes on into it.
+        hot = [f"   0x{0x2000 + 4 * n:016x} <+{4 * n}>:\t{insn}"
+               for n, insn in enumerate([self.LOAD,
+                                         "je     0x1000 <f.cold>", "ret"])]
+        for transfer, expected in (("call   *%rax", (["call   *%rax"], [])),
+                                   ("jmp    *%rax", ([], ["jmp    *%rax"]))):
+            cold = [f"   0x{0x1000 + 4 * n:016x} <-{0x1000 - 4 * n}>:\t{insn}"
+                    for n, insn in enumerate(["mov    %r12,%rsi", transfer,
+                                              "ret"])]
+            text = "\n".join(["Dump of assembler code for function f:",
+                              "Address range 0x2000 to 0x200c:", *hot,
+                              "Address range 0x1000 to 0x100c:", *cold,
+                              "End of assembler dump."])
+            code = parse_disassembly(text)
+            self.assertEqual(len(code), 6)
+            calls, jumps = evaluator_transfers(code)
+            self.assertEqual(([i for _, i in calls], [i for _, i in jumps]),
+                             expected)
+
     def test_rcx_overwritten(self):
         for clobber in ("mov    %rbx,%rcx", "xor    %ecx,%ecx",
                         "call   0x3000 <other>", "pop    %rcx", "ret"):
@@ -455,6 +484,94 @@ class TestDisassemblyCheck(unittest.TestCase):
             self.assertEqual(
                 self.transfers(self.LOAD, read, "jmp    *%rax"),
                 ([], ["jmp    *%rax"]))
+
+
+class TestCloneNames(unittest.TestCase):
+    """The stack checks take the symbols of parts and copies of a native
+    function that an optimised build's perf script shows (GCC's PGO and
+    LTO: _PyEval_EvalFrameDefault.cold) for that function, and only for
+    it."""
+
+    SAME = ["_PyEval_EvalFrameDefault.cold",
+            "_PyEval_EvalFrameDefault.cold.7",
+            "_PyEval_EvalFrameDefault.part.0",
+            "_PyEval_EvalFrameDefault.constprop.12",
+            "_PyEval_EvalFrameDefault.isra.0",
+            "_PyEval_EvalFrameDefault.lto_priv.0",
+            "_PyEval_EvalFrameDefault.constprop.0.isra.0",
+            "_PyEval_EvalFrameDefault.part.0.cold"]
+    OTHERS = ["_PyEval_EvalFrame", "_PyEval_EvalFrame.cold",
+              "PyEval_EvalFrameDefault", "x_PyEval_EvalFrameDefault",
+              "_PyEval_EvalFrameDefault_slow",
+              "_PyEval_EvalFrameDefault_slow.cold",
+              "_PyEval_EvalFrameDefault.cold_path",
+              "_PyEval_EvalFrameDefault.constprop",
+              "_PyEval_EvalFrameDefault.isra.x",
+              "_PyEval_EvalFrameDefault.lto_priv",
+              "_PyEval_EvalFrameDefault.localalias",
+              "_PyEval_EvalFrameDefault+0x10", "[unknown]", ""]
+
+    def test_function_of(self):
+        self.assertEqual(function_of(EVALUATOR), EVALUATOR)
+        for sym in self.SAME:
+            self.assertEqual(function_of(sym), EVALUATOR, sym)
+            self.assertTrue(is_function(sym, *TRAMPOLINE_CALLERS), sym)
+        for sym in self.OTHERS:
+            self.assertFalse(is_function(sym, *TRAMPOLINE_CALLERS), sym)
+        self.assertTrue(is_function("eval_frame_new_code.lto_priv.0",
+                                    *TRAMPOLINE_CALLERS))
+        self.assertFalse(is_function("eval_frame_new_code.lto_priv.0",
+                                     EVALUATOR))
+        # a Python function's name is never cut
+        self.assertEqual(function_of("py::f.cold:a.py"), "py::f.cold:a.py")
+
+    def perf_script(self, evaluator, caller=None):
+        """Text of `perf script` with 20 samples in foo, called by bar,
+        called by baz, through trampolines called by `caller` (or the
+        evaluator) in evaluators whose frames perf names `evaluator`."""
+        samples = []
+        for n in range(20):
+            frames = [evaluator]
+            for name in NESTED_NAMES:
+                frames.append(f"py::{name}:s.py")
+                if caller is not None:
+                    frames.append(caller)
+                frames.append(evaluator)
+            frames += ["PyEval_EvalCode", "main"]
+            lines = [f"python 4242 [001] {100 + n / 1000:.6f}: "
+                     "1001001 cpu-clock:pppH:"]
+            for i, sym in enumerate(frames):
+                dso = ("/tmp/perf-4242.map" if sym.startswith("py::")
+                       else "/usr/bin/python3.11")
+                lines.append(f"\t    {0x7f0000001000 + 16 * i:x} "
+                             f"{sym}+0x1c ({dso})")
+            samples.append("\n".join(lines) + "\n")
+        return "\n".join(samples)
+
+    def check(self, evaluator, caller=None):
+        samples = parse_perf_script(self.perf_script(evaluator, caller))
+        assert_python_stacks(self, samples, "s.py", NESTED_NAMES)
+
+    def test_stacks_through_clones_accepted(self):
+        self.check(EVALUATOR)
+        self.check(EVALUATOR, "_PyPerfTrampoline_EvalFrame")
+        for sym in self.SAME:
+            with self.subTest(sym=sym):
+                self.check(sym)
+                self.check(sym, "_PyPerfTrampoline_EvalFrame.lto_priv.0")
+                self.check(sym, "eval_frame_new_code.isra.0")
+
+    def test_stacks_through_other_functions_refused(self):
+        for sym in self.OTHERS:
+            with self.subTest(sym=sym):
+                with self.assertRaises(AssertionError):
+                    self.check(sym)
+                # the right caller, but no evaluator between two frames
+                with self.assertRaises(AssertionError):
+                    self.check(sym, "_PyPerfTrampoline_EvalFrame")
+                # an evaluator, but another caller of the trampolines
+                with self.assertRaises(AssertionError):
+                    self.check(EVALUATOR + ".cold", sym)
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
@@ -656,8 +773,9 @@ class TestPerfMapFile(PerfTestCase):
         # the file cannot grow past it.  The program runs on, a warning
         # says why, and the map holds the whole lines written before.
         # The tmpfs is mounted on a directory of ours first, with the real
-        # /tmp bound inside it as orig/, then moved onto /tmp: an
-        # interpreter that lives under /tmp is run from there.
+        # /tmp bound inside it as orig/, then moved onto /tmp; the
+        # interpreter's own directories under /tmp, if any, are bound
+        # back in place from orig/ (rebind_interpreter()).
         unshare = shutil.which("unshare")
         if unshare is None or os.geteuid() != 0:
             self.skipTest("needs unshare and root for a mount namespace")
@@ -665,9 +783,9 @@ class TestPerfMapFile(PerfTestCase):
         os.mkdir(small)
         shell = ('S=$2; mount -t tmpfs -o size=96k none "$S" && '
                  'mkdir "$S/orig" && mount --bind /tmp "$S/orig" && '
-                 'mount --move "$S" /tmp || exit 99; '
-                 'py=$0; case $py in /tmp/*) py=/tmp/orig/${py#/tmp/};; esac; '
-                 '"$py" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
+                 'mount --move "$S" /tmp && '
+                 + rebind_interpreter("/tmp/orig") + ' || exit 99; '
+                 '"$0" -X perf -c "$1"; echo "exit $?"; echo "== map"; '
                  'cat /tmp/perf-*.map')
         proc = subprocess.run(
             [unshare, "-m", "sh", "-c", shell, sys.executable,
@@ -1463,6 +1581,37 @@ def pid_namespace_command(test):
                       capture_output=True).returncode != 0:
         test.skipTest("cannot create a pid namespace here")
     return [unshare, "-pf", "--mount-proc"]
+
+
+def interpreter_dirs_under_tmp():
+    """The directories under /tmp that this interpreter starts from, the
+    outermost ones: its executable's and its real binary's (a venv's
+    python is a symlink), its prefixes (a venv's pyvenv.cfg, the stdlib,
+    lib-dynload) and the directories on sys.path."""
+    paths = {os.path.dirname(sys.executable),
+             os.path.dirname(os.path.realpath(sys.executable)),
+             sys.prefix, sys.exec_prefix, sys.base_prefix,
+             sys.base_exec_prefix, *filter(None, sys.path)}
+    dirs = {p for path in paths
+            for p in (os.path.abspath(path), os.path.realpath(path))
+            if p.startswith("/tmp/") and os.path.isdir(p)}
+    return sorted(d for d in dirs
+                  if not any(d.startswith(other + "/") for other in dirs))
+
+
+def rebind_interpreter(orig):
+    """Shell commands for a mount namespace in which another /tmp has been
+    put in place, with the real one visible at `orig`: they bind the
+    interpreter's directories under /tmp back at their own paths, so that
+    it starts there as anywhere else (a venv names its base interpreter by
+    absolute path: it cannot be run from another place)."""
+    commands = ["true"]
+    for d in interpreter_dirs_under_tmp():
+        source = orig + d[len("/tmp"):]
+        commands.append(f"mkdir -p {shlex.quote(d)} && "
+                        f"mount --bind {shlex.quote(source)} "
+                        f"{shlex.quote(d)}")
+    return " && ".join(commands)
 
 
 def check_planted_symlink(test, path, option):
@@ -2305,18 +2454,23 @@ class TestHostileInput(unittest.TestCase):
                  '[ -d "$d" ] || continue; mkdir "$R$d" && '
                  'mount --rbind "$d" "$R$d" || exit 99; done; '
                  'echo "not a directory" > "$R/tmp" || exit 99; '
-                 # an interpreter under /tmp is run from the real /tmp,
-                 # bound in as /tmp-orig
                  'mkdir "$R/tmp-orig" && mount --rbind /tmp "$R/tmp-orig" '
                  '|| exit 99; '
-                 'py=$0; case $py in /tmp/*) py=/tmp-orig/${py#/tmp/};; esac; '
-                 'exec chroot "$R" "$py" -X "$2" -c "$1"')
+                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
+        # Nothing can live under /tmp in that root.  An interpreter whose
+        # tree does is run from the real /tmp, bound in as /tmp-orig: its
+        # real binary (a venv's python is a symlink to its base's, and its
+        # pyvenv.cfg names it by absolute path), which finds its prefix
+        # from where it is.
+        python = sys.executable
+        if interpreter_dirs_under_tmp():
+            python = "/tmp-orig" + os.path.realpath(python)[len("/tmp"):]
         code = ("import os; print('PID', os.getpid(), flush=True)\n"
                 "def f():\n    return 45\nprint('output intact', f())")
         for option in ("perf", "perf_jit"):
             with self.subTest(option=option):
                 proc = subprocess.run(
-                    [unshare, "-m", "sh", "-c", shell, sys.executable, code,
+                    [unshare, "-m", "sh", "-c", shell, python, code,
                      option], capture_output=True, text=True, env=env_with())
                 if proc.returncode == 99:
                     self.skipTest("cannot make a new root here")
@@ -2352,7 +2506,7 @@ class TestHostileInput(unittest.TestCase):
         setup = (f'mount -t tmpfs -o size=256k none {tmp} && '
                  f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
                  f'mount --move {tmp} /tmp && '
-                 'case $PY in /tmp/*) PY=/tmp/orig/${PY#/tmp/};; esac')
+                 + rebind_interpreter("/tmp/orig"))
         proc = self.run_with_tmp(
             setup, "perf_jit", code=MANY_FUNCTIONS,
             after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
@@ -2764,8 +2918,8 @@ class TestDeepRecursion(PerfTestCase):
             top = syms.index(name)
             # (A sample taken while a leaf function has no frame record,
             # on its first or last instruction, loses the leaf's caller.)
-            if syms[top + 1] in TRAMPOLINE_CALLERS and (
-                    top == 1 or syms[top - 1] == "_PyEval_EvalFrameDefault"):
+            if is_function(syms[top + 1], *TRAMPOLINE_CALLERS) and (
+                    top == 1 or is_function(syms[top - 1], EVALUATOR)):
                 good += 1
         self.assertGreaterEqual(good, 0.9 * len(deep),
                                 f"only {good} of {len(deep)} samples show "

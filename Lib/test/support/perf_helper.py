@@ -360,6 +360,32 @@ def load_map_symbols(path):
     return sorted(syms)
 
 
+# The names GCC gives to parts and copies of one function, which perf
+# shows as the symbols of its frames in optimised builds (PGO, LTO): the
+# part moved out as cold code (.cold, numbered in older releases), the
+# out-of-line rest of a partly inlined function (.part.N), copies for
+# constant arguments (.constprop.N) or with arguments rewritten
+# (.isra.N), and static functions renamed by LTO (.lto_priv.N).  They can
+# follow one another: f.constprop.0.isra.0.cold.
+CLONE_SUFFIXES = re.compile(
+    r"(?:\.(?:cold(?:\.\d+)?|(?:part|constprop|isra|lto_priv)\.\d+))+$")
+
+
+def function_of(symbol):
+    """The native function whose code perf names `symbol`: the symbol
+    without the compiler's clone and split suffixes.  py:: names (which
+    end in a file name) are kept as they are."""
+    if symbol.startswith("py::"):
+        return symbol
+    return CLONE_SUFFIXES.sub("", symbol)
+
+
+def is_function(symbol, *names):
+    """Whether `symbol` (a frame's symbol in perf script) is the code of
+    one of the native functions `names`, or a part or copy of it."""
+    return function_of(symbol) in names
+
+
 def parse_perf_script(text, map_symbols=None):
     """Samples of `perf script` output: lists of (symbol, dso), leaf first,
     one entry per native frame (inlined functions are left out).
