@@ -650,7 +650,8 @@ def objdump_frame_states(arch, insns):
         states[addr] = (d, fp, ra, dict(saved), signed)
         mnemonic, _, args = text.partition(" ")
         args = args.replace(" ", "")
-        m = re.fullmatch(r"addi sp,sp,(-?\d+)", f"{mnemonic} {args}")
+        # (binutils 2.40 prints addi with its immediate as "add")
+        m = re.fullmatch(r"addi? sp,sp,(-?\d+)", f"{mnemonic} {args}")
         if mnemonic == "bti" and args == "c":
             pass
         elif mnemonic in ("paciasp", "pacibsp"):
@@ -680,7 +681,7 @@ def objdump_frame_states(arch, insns):
                 ra = load("ra", d - int(off))
             else:
                 fp = load("s0", d - int(off))
-        elif re.fullmatch(r"addi (s0|fp),sp,(\d+)", f"{mnemonic} {args}"):
+        elif re.fullmatch(r"addi? (s0|fp),sp,(\d+)", f"{mnemonic} {args}"):
             fp = ("cfa", d - int(args.split(",")[2]))
         elif mnemonic == "ret":
             check(i == len(insns) - 1, f"{addr:#x}: ret before the end")
