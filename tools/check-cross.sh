@@ -17,10 +17,12 @@
 # into the helper, which records its stack; tools/cross/unwind.py then
 # unwinds it on this machine, through frame records and /tmp/perf-PID.map,
 # and through DWARF rules (the jitdump's for the trampolines, the ELF
-# files' .eh_frame or .debug_frame elsewhere), and checks the three
-# functions; the trampoline's unwind data is also decoded by the target's
-# readelf, in an ELF file laid out as perf inject lays one out (perf cannot
-# inject a recording of qemu), and checked against its objdump.
+# files' .eh_frame or .debug_frame elsewhere, read with pyelftools: it runs
+# on HOST_PYTHON, /usr/bin/python3 by default, which has Debian's
+# python3-pyelftools), and checks the three functions; the trampoline's
+# unwind data is also decoded by the target's readelf, in an ELF file laid
+# out as perf inject lays one out (perf cannot inject a recording of qemu),
+# and checked against its objdump.
 # i686: no trampoline there; the probe says so, -X perf warns once, the
 # sys API refuses, and test_perf_profiler skips what needs trampolines.
 #
@@ -57,6 +59,11 @@ for tool in $triplet-gcc $qemu; do
     command -v "$tool" > /dev/null ||
         die "$tool not found: run tools/install-deps.sh cross"
 done
+host_python=${HOST_PYTHON:-/usr/bin/python3}
+if [ "$trampoline" = yes ]; then
+    "$host_python" -c 'import elftools' 2> /dev/null ||
+        die "$host_python cannot import elftools: run tools/install-deps.sh"
+fi
 build_python=$(cd "$(dirname "$build_python")" && pwd)/$(basename "$build_python")
 src=$(cd "$src" && pwd)
 mkdir -p "$objdir/Modules"
@@ -252,7 +259,7 @@ for mode in perf perf_jit; do
     fi
     binutils=
     [ $mode = perf_jit ] && binutils="--binutils $triplet-"
-    if "$build_python" "$here/cross/unwind.py" --mode $mode --arch $arch \
+    if "$host_python" "$here/cross/unwind.py" --mode $mode --arch $arch \
             --dir "$out" --python "$objdir/python" --helper "$helper" \
             $expect_pac $binutils; then
         pass "-X $mode: the stack names py::f3, py::f2, py::f1, py::<module> in order, with their callers"

@@ -2,10 +2,10 @@
 that share none of our code: binutils and elfutils read what `perf inject
 --jit` made of them, and gdb unwinds through a live trampoline with them.
 
-test_perf_profiler's strict jitdump reader checks the records against the
-format as we understand it; if that understanding is wrong (where perf
-places the .eh_frame in its ELF file, say), the writer and that reader are
-wrong together.  Here nothing of ours decides what is right:
+The perf tests' strict jitdump reader (test.support.perf_helper) checks
+the records against the format as we understand it; if that
+understanding is wrong (where perf places the .eh_frame in its ELF file,
+say), the writer and that reader are wrong together.  Here nothing of ours decides what is right:
 
 - TestInjectedElf: perf record --call-graph dwarf -k 1 of a script under
   -X perf_jit, then perf inject --jit.  In every jitted-PID-N.so, the FDE
@@ -21,7 +21,9 @@ wrong together.  Here nothing of ours decides what is right:
 
 x86_64 only (objdump's x86 syntax is interpreted below); make check-cross
 checks aarch64 and riscv64 the same way (tools/cross/unwind.py).  The
-probes run from setUpModule().
+probes run from setUpModule(); perf's command line, its probes, the
+jitdump reader and the removal of our processes' files in /tmp are
+test.support.perf_helper's, shared with the other perf test modules.
 """
 
 import glob
@@ -36,98 +38,39 @@ import time
 import unittest
 
 from test import support
-from test.support import os_helper
 
 if not support.has_subprocess_support:
     raise unittest.SkipTest("test requires subprocess support")
 
+from test.support import perf_helper
+from test.support.perf_helper import env_with, perf_command
+
 # Set by setUpModule(): why a test class cannot run here, or None.
 PROBLEM = {"elf": "not probed", "gdb": "not probed"}
-# Files last written before this are not our children's (/tmp is shared).
-MODULE_STARTED = time.time() - 1
 WORKDIR = None
 
 
-def clean_env():
-    return {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
-
-
-def perf_command(*args):
-    # A build-id cache of our own: perf copies every jitted-*.so into it.
-    return ["perf", "--buildid-dir", os.path.join(WORKDIR, "buildid"),
-            *args]
-
-
-def remove_files_of(pid):
-    for path in [f"/tmp/jit-{pid}.dump", f"/tmp/perf-{pid}.map",
-                 *glob.glob(f"/tmp/jitted-{pid}-*.so")]:
-        try:
-            if os.stat(path).st_mtime >= MODULE_STARTED:
-                os_helper.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
-# A program that writes a jitdump by hand (one code load of 4 bytes: push
-# %rbp; pop %rbp; ret; nop) and maps it executable: whether perf inject
-# --jit works here, found out without any code under test.
-INJECT_PROBE = """\
-import mmap, os, struct, time
-pid = os.getpid()
-now = lambda: time.clock_gettime_ns(time.CLOCK_MONOTONIC)
-path = "/tmp/jit-%d.dump" % pid
-code = b"\\x55\\x5d\\xc3\\x90"
-load = (struct.pack("<IIQQQQ", pid, pid, 0x20000, 0x20000, 4, 0)
-        + b"probe\\0" + code)
-with open(path, "wb") as f:
-    f.write(struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0, pid, now(), 0))
-    f.write(struct.pack("<IIQ", 0, 16 + len(load), now()) + load)
-fd = os.open(path, os.O_RDONLY)
-m = mmap.mmap(fd, 0, mmap.MAP_PRIVATE, mmap.PROT_READ | mmap.PROT_EXEC)
-print("PID", pid, flush=True)
-sum(range(500_000))
-"""
+class ModuleRuns:
+    """The `test` of perf_helper.forget_files() for the runs made once for
+    the whole module (injected_files()): their files are removed when the
+    module is done."""
+    since = time.time() - 1
+    addCleanup = staticmethod(unittest.addModuleCleanup)
 
 
 def probe_elf_tools():
     if os.uname().machine != "x86_64":
         return "x86_64 only here (make check-cross covers aarch64, riscv64)"
-    if not sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"):
-        return "perf trampoline not supported on this platform"
+    if not perf_helper.HAVE_TRAMPOLINE:
+        return perf_helper.NO_TRAMPOLINE
     for tool, package in (("perf", "linux-perf"), ("readelf", "binutils"),
-                          ("objdump", "binutils"), ("eu-readelf", "elfutils")):
+                          ("objdump", "binutils"), ("eu-readelf", "elfutils"),
+                          ("objcopy", "binutils")):
         if shutil.which(tool) is None:
             return f"{tool} is not installed ({package})"
-    data = os.path.join(WORKDIR, "probe.data")
-    try:
-        rec = subprocess.run(
-            perf_command("record", "-q", "-F", "999", "-k", "1",
-                         "--call-graph", "dwarf", "-o", data, "--",
-                         sys.executable, "-I", "-c", INJECT_PROBE),
-            capture_output=True, text=True, timeout=120, env=clean_env())
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"perf record fails here: {exc}"
-    pid = re.search(r"PID (\d+)", rec.stdout)
-    if rec.returncode != 0 or pid is None:
-        return f"perf record --call-graph dwarf -k 1 fails here: " \
-               f"{rec.stderr[-300:]}"
-    pid = int(pid.group(1))
-    try:
-        inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
-                                          "-o", data + ".jit"),
-                             capture_output=True, timeout=120)
-        if inj.returncode != 0:
-            return "perf inject --jit fails here"
-        so = glob.glob(f"/tmp/jitted-{pid}-*.so")
-        if not so:
-            return "perf inject --jit writes no jitted-*.so here"
-        out = subprocess.run(["objdump", "-d", so[0]], capture_output=True,
-                             text=True)
-        if "push   %rbp" not in out.stdout:
-            return "objdump does not disassemble perf's jitted-*.so here"
-    finally:
-        remove_files_of(pid)
-    return None
+    # perf record --call-graph dwarf -k 1 and perf inject --jit, on a
+    # jitdump that none of the code under test wrote
+    return perf_helper.jit_problem()
 
 
 def probe_gdb():
@@ -139,7 +82,7 @@ def probe_gdb():
         ["gdb", "-nx", "-batch", "-ex", "break main", "-ex", "run",
          "-ex", "bt", "-ex", "python print('gdb python works')",
          "--args", sys.executable, "-I", "-c", "pass"],
-        capture_output=True, text=True, timeout=120, env=clean_env())
+        capture_output=True, text=True, timeout=120, env=env_with())
     if not re.search(r"^#0 .*\bmain \(", proc.stdout, re.M):
         return "gdb cannot run and stop a program here: " + \
                (proc.stdout + proc.stderr)[-300:]
@@ -154,6 +97,10 @@ def setUpModule():
     unittest.addModuleCleanup(shutil.rmtree, WORKDIR, ignore_errors=True)
     PROBLEM["elf"] = probe_elf_tools()
     PROBLEM["gdb"] = probe_gdb()
+
+
+def tearDownModule():
+    perf_helper.teardown_module()
 
 
 # ---- perf inject's ELF files -----------------------------------------------
@@ -193,11 +140,10 @@ def injected_files():
         perf_command("record", "-q", "-F", "999", "-k", "1", "--call-graph",
                      "dwarf", "-o", data, "--", sys.executable, "-X",
                      "perf_jit", script),
-        capture_output=True, text=True, timeout=300, env=clean_env())
-    pid = re.search(r"PID (\d+)", rec.stdout)
-    if rec.returncode != 0 or pid is None:
+        capture_output=True, text=True, timeout=300, env=env_with())
+    if rec.returncode != 0:
         raise AssertionError(f"perf record failed: {rec.stderr[-1000:]}")
-    pid = int(pid.group(1))
+    pid = perf_helper.script_pid(rec.stdout)
     try:
         inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
                                           "-o", data + ".jit"),
@@ -210,7 +156,7 @@ def injected_files():
             shutil.copyfile(path, dest)
             files[symbol_of(dest)] = dest
     finally:
-        remove_files_of(pid)
+        perf_helper.forget_files(ModuleRuns, pid)
     if not any(name.startswith("py::leaf:") for name in files):
         raise AssertionError(f"no jitted-*.so for leaf(): {sorted(files)}")
     _injected = files
@@ -450,7 +396,7 @@ class TestInjectedElf(unittest.TestCase):
 # ---- gdb, through a live trampoline -----------------------------------------
 
 GDB_SCRIPT_PY = """\
-import os, signal
+import json, os, signal, sys
 print("PID", os.getpid(), flush=True)
 
 def f3():
@@ -463,38 +409,37 @@ def f1():
     return f2()
 
 f1()                                 # the trampolines exist after this
+# The code loads of the dump so far, read with the tests' strict reader,
+# for gdb: {name: (address, size)}.
+from test.support import perf_helper
+pid = os.getpid()
+loads = {rec["name"]: (rec["addr"], rec["size"]) for rid, rec in
+         perf_helper.read_jitdump(perf_helper.jit_path(pid), pid)
+         if rid == perf_helper.JIT_CODE_LOAD}
+with open(sys.argv[1], "w") as f:
+    json.dump(loads, f)
 signal.signal(signal.SIGUSR1, signal.SIG_IGN)
 os.kill(os.getpid(), signal.SIGUSR1)  # gdb adds their ELF files here
 print("result", f1(), flush=True)
 """
 
-# Run by gdb's Python.  At the SIGUSR1 stop: read the jitdump for the
-# trampolines' addresses and add, at each trampoline of the chain, a copy
+# Run by gdb's Python.  At the SIGUSR1 stop: take the trampolines'
+# addresses from the file the script wrote and add, at each trampoline of the chain, a copy
 # of perf's ELF file of a trampoline (its symbol renamed) with its .text
 # there and the rest of its sections where perf's layout puts them
 # relative to it; then break at f2's trampoline and go through it
 # instruction by instruction, printing the frames gdb unwinds at each.
 GDB_COMMANDS = """\
-import gdb, struct
+import gdb, json
 COPIES, SECTIONS, SCRIPT = {copies!r}, {sections!r}, {script!r}
+LOADS = {loads!r}
 gdb.execute("set pagination off")
 gdb.execute("set confirm off")
 gdb.execute("set width unlimited")
 gdb.execute("handle SIGUSR1 stop print nopass")
 gdb.execute("run")
-pid = gdb.selected_inferior().pid
-with open("/tmp/jit-%d.dump" % pid, "rb") as f:
-    data = f.read()
-loads, pos = {{}}, 40
-while pos + 16 <= len(data):
-    rid, size = struct.unpack_from("<II", data, pos)
-    if size == 0:
-        break
-    if rid == 0:
-        addr, csize = struct.unpack_from("<QQ", data, pos + 32)
-        end = data.index(b"\\0", pos + 56)
-        loads[data[pos + 56:end].decode()] = (addr, csize)
-    pos += size
+with open(LOADS) as f:
+    loads = json.load(f)
 text = SECTIONS[".text"]
 for name, copy in COPIES.items():
     addr, csize = loads[name]
@@ -541,6 +486,9 @@ class TestGdbUnwind(unittest.TestCase):
         if PROBLEM["gdb"]:
             raise unittest.SkipTest(PROBLEM["gdb"])
 
+    def setUp(self):
+        self.since = time.time() - 1         # for perf_helper.forget_files
+
     def test_bt_at_every_instruction(self):
         files = injected_files()
         elf = next(iter(files.values()))
@@ -558,16 +506,17 @@ class TestGdbUnwind(unittest.TestCase):
             run_tool("objcopy", "--redefine-sym",
                      f"{symbol_of(elf)}={name}", elf, copies[name])
         commands = os.path.join(out, "commands.py")
+        loads_path = os.path.join(out, "loads.json")
         with open(commands, "w") as f:
             f.write(GDB_COMMANDS.format(copies=copies, sections=secs,
-                                        script=script))
+                                        script=script, loads=loads_path))
         proc = subprocess.run(
             ["gdb", "-nx", "-batch", "-x", commands, "--args",
-             sys.executable, "-X", "perf_jit", script],
-            capture_output=True, text=True, timeout=300, env=clean_env())
-        pid = re.search(r"PID (\d+)", proc.stdout)
+             sys.executable, "-X", "perf_jit", script, loads_path],
+            capture_output=True, text=True, timeout=300, env=env_with())
+        pid = re.search(perf_helper.PID_LINE, proc.stdout, re.M)
         if pid is not None:
-            self.addCleanup(remove_files_of, int(pid.group(1)))
+            perf_helper.forget_files(self, int(pid.group(1)))
         report = (proc.stdout + proc.stderr)[-4000:]
         self.assertIn("=== stepped out", proc.stdout, report)
         loads = {name: (int(addr, 16), int(size)) for addr, size, name in

@@ -10,7 +10,9 @@ directory holding the pyconfig.h of its configure.  For each set:
    with full debug information (Include/cpython/ comes in through them;
    any public header that is not reached is named);
 2. the struct and union types defined in Include/ or Include/cpython/
-   (not Include/internal/) are read from the DWARF, with their members
+   (not Include/internal/) are read from the DWARF (with pyelftools,
+   Debian's python3-pyelftools: run by another interpreter, the script
+   runs itself again with /usr/bin/python3), with their members
    (anonymous members followed inside), member types, and the values of
    the public enums; `#define`s are read with `cc -dM -E`.
 
@@ -32,6 +34,18 @@ import re
 import shutil
 import subprocess
 import sys
+
+try:
+    from elftools.elf.elffile import ELFFile
+except ImportError:
+    # pyelftools is Debian's (python3-pyelftools), installed for
+    # /usr/bin/python3; check-abi.sh runs this with our interpreter.
+    if os.path.exists("/usr/bin/python3") and \
+            os.path.realpath(sys.executable) != \
+            os.path.realpath("/usr/bin/python3"):
+        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
+    sys.exit("layout: needs pyelftools (Debian: python3-pyelftools, "
+             "tools/install-deps.sh installs it)")
 
 CC = os.environ.get("CC", "cc").split()
 ALLOWED_NEW_MACROS = {"PY_HAVE_PERF_TRAMPOLINE", "PY_HAVE_FRAME_POINTERS"}
@@ -133,49 +147,79 @@ class HeaderSet:
         return macros
 
 
-# --- DWARF, as readelf prints it -----------------------------------------
+# --- DWARF, read with pyelftools --------------------------------------------
 
-DIE_RE = re.compile(r"^\s*<(\d+)><([0-9a-f]+)>: Abbrev Number: \d+ "
-                    r"\((DW_TAG_\w+)\)")
-ATTR_RE = re.compile(r"^\s*<[0-9a-f]+>\s+(DW_AT_\w+)\s*:\s*(.*)$")
+# Forms whose value is an offset from the start of the compilation unit.
+CU_REFERENCES = {"DW_FORM_ref1", "DW_FORM_ref2", "DW_FORM_ref4",
+                 "DW_FORM_ref8", "DW_FORM_ref_udata"}
 
 
-def attr_value(v):
-    v = v.strip()
-    m = re.match(r"\(indirect (?:line )?string, offset: 0x[0-9a-f]+\): (.*)",
-                 v)
-    if m:
-        return m.group(1)
-    m = re.match(r"<0x([0-9a-f]+)>", v)
-    if m:
-        return int(m.group(1), 16)
-    return v
+def read_dies(obj):
+    """The DIEs of the object file, as {offset: dict(tag, attrs,
+    children)}: attrs maps an attribute's name to its value (a string for
+    strings, the referred DIE's offset in .debug_info for references), and
+    {file number: absolute path} from each compilation unit's line table,
+    the DW_AT_decl_file numbering."""
+    dies, files = {}, {}
+    with open(obj, "rb") as f:
+        # (ELFFile reads the file lazily: it stays open while it is used;
+        # the .rela.debug_* relocations of the object file are applied)
+        dwarf = ELFFile(f).get_dwarf_info()
+        for cu in dwarf.iter_CUs():
+            files.update(line_files(dwarf, cu))
+
+            def convert(die):
+                attrs = {}
+                for name, attr in die.attributes.items():
+                    value = attr.value
+                    if attr.form in CU_REFERENCES:
+                        value += cu.cu_offset
+                    elif attr.form == "DW_FORM_ref_addr":
+                        pass                       # already absolute
+                    elif isinstance(value, bytes):
+                        value = value.decode()
+                    attrs[name] = value
+                node = {"tag": die.tag, "attrs": attrs, "children": [],
+                        "off": die.offset}
+                dies[die.offset] = node
+                for child in die.iter_children():
+                    node["children"].append(convert(child))
+                return node
+            convert(cu.get_top_DIE())
+    return dies, files
+
+
+def line_files(dwarf, cu):
+    """{file number: absolute path} of a compilation unit's line table
+    (numbered from 0 in DWARF 5, from 1 before; a directory that is not
+    absolute is the compilation directory's)."""
+    program = dwarf.line_program_for_CU(cu)
+    if program is None:
+        return {}
+    top = cu.get_top_DIE().attributes
+    comp_dir = top["DW_AT_comp_dir"].value.decode() \
+        if "DW_AT_comp_dir" in top else ""
+    version = program["version"]
+    dirs = [d.decode() if isinstance(d, bytes) else d.DW_LNCT_path.decode()
+            for d in program["include_directory"]]
+    if version < 5:
+        dirs = [comp_dir] + dirs            # directory 0: the CU's own
+    base = 0 if version >= 5 else 1
+    files = {}
+    for i, entry in enumerate(program["file_entry"]):
+        name = entry.name if hasattr(entry, "name") else entry.DW_LNCT_path
+        name = name.decode()
+        d = entry.dir_index if hasattr(entry, "dir_index") else \
+            entry.DW_LNCT_directory_index
+        directory = dirs[d] if d < len(dirs) else ""
+        path = os.path.join(comp_dir, directory, name)
+        files.setdefault(base + i, os.path.realpath(path))
+    return files
 
 
 def read_dwarf(obj, include):
     """{type name: [(member path, kind, type)]}, {enum: {name: value}}"""
-    files = read_file_table(obj)
-    dies = {}           # offset -> dict(tag, attrs, children)
-    stack = []
-    text = run(["readelf", "--debug-dump=info", obj])
-    cur = None
-    for line in text.splitlines():
-        m = DIE_RE.match(line)
-        if m:
-            depth, off, tag = int(m.group(1)), int(m.group(2), 16), m.group(3)
-            cur = {"tag": tag, "attrs": {}, "children": [], "off": off}
-            dies[off] = cur
-            del stack[depth:]
-            if stack:
-                stack[-1]["children"].append(cur)
-            stack.append(cur)
-            continue
-        if line.strip().endswith("Abbrev Number: 0"):
-            cur = None
-            continue
-        m = ATTR_RE.match(line)
-        if m and cur is not None:
-            cur["attrs"][m.group(1)] = attr_value(m.group(2))
+    dies, files = read_dies(obj)
 
     public_dirs = (include + "/", include + "/cpython/")
 
@@ -282,36 +326,6 @@ def read_dwarf(obj, include):
                 "enum {" + ",".join(sorted(vals)) + "}"
             enums[ename] = vals
     return types, enums
-
-
-def read_file_table(obj):
-    """{file number: absolute path} from the line table (DWARF 5)."""
-    text = run(["readelf", "--debug-dump=line", obj])
-    dirs, files = {}, {}
-    section = None
-    for line in text.splitlines():
-        if "The Directory Table" in line:
-            section = "dirs"
-            continue
-        if "The File Name Table" in line:
-            section = "files"
-            continue
-        if not line.strip() or line.strip().startswith("Entry"):
-            if not line.strip():
-                section = None
-            continue
-        name = line.rsplit("): ", 1)[-1] if "): " in line else \
-            line.split()[-1]
-        # "N (udata) D (line_strp) (offset: 0x..): NAME", or without
-        # the forms: the first numbers are the entry and its directory.
-        nums = [int(t) for t in line.split() if t.isdigit()]
-        if section == "dirs" and nums:
-            dirs[nums[0]] = name
-        elif section == "files" and len(nums) >= 2:
-            path = name if name.startswith("/") else \
-                os.path.join(dirs.get(nums[1], ""), name)
-            files.setdefault(nums[0], os.path.realpath(path))
-    return files
 
 
 # --- the generated program -----------------------------------------------
@@ -453,7 +467,8 @@ def self_test(work, stock_src, stock_conf, patched_src, patched_conf):
     with open(path) as f:
         text = f.read()
     anchor = "    int _static;\n"
-    assert anchor in text, "self-test: anchor not in cpython/pystate.h"
+    if anchor not in text:
+        raise SystemExit("layout: self-test: anchor not in cpython/pystate.h")
     text = text.replace(anchor, anchor + "    int abi_selftest_extra;\n", 1)
     with open(path, "w") as f:
         f.write(text)
@@ -461,8 +476,8 @@ def self_test(work, stock_src, stock_conf, patched_src, patched_conf):
     path = os.path.join(fake, "Include", "methodobject.h")
     with open(path) as f:
         text = f.read()
-    assert "#define METH_O        0x0008\n" in text, \
-        "self-test: METH_O not in methodobject.h"
+    if "#define METH_O        0x0008\n" not in text:
+        raise SystemExit("layout: self-test: METH_O not in methodobject.h")
     with open(path, "w") as f:
         f.write(text.replace("#define METH_O        0x0008\n",
                              "#define METH_O        0x0009\n"))
