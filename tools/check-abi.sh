@@ -44,6 +44,8 @@ failed=0
 failures=""
 timings=""
 LIB=libpython3.11.so.1.0
+# The tools' own interpreter: Debian's, which has python3-pyelftools.
+host_py=${HOST_PYTHON:-/usr/bin/python3}
 DIST=${DEBIAN_DIST_PACKAGES:-/usr/lib/python3/dist-packages}
 # Names our libpython may add; anything else abidiff reports is a failure.
 ALLOWED='^(_PyPerf[A-Za-z0-9_]*|_Py_trampoline_func_(start|end)|PyUnstable_(PerfMapState_Init|PerfMapState_Fini|WritePerfMapEntry|CopyPerfMapFile|PerfTrampoline_CompileCode|PerfTrampoline_SetPersistAfterFork))$'
@@ -111,9 +113,9 @@ print(sysconfig.get_config_var("EXT_SUFFIX"))') || return 1
 # --- layout -----------------------------------------------------------------
 
 part_layout() {
-    "$py" "$abi/layout.py" "$work/layout" "$stock_src" "$stock_so" \
+    "$host_py" "$abi/layout.py" "$work/layout" "$stock_src" "$stock_so" \
         "$ours_src" "$ours_so" || return 1
-    "$py" "$abi/layout.py" --self-test "$work/layout" "$stock_src" \
+    "$host_py" "$abi/layout.py" --self-test "$work/layout" "$stock_src" \
         "$stock_so" "$ours_src" "$ours_so" > "$work/layout-selftest.log" 2>&1
     st=$?
     tail -1 "$work/layout-selftest.log"

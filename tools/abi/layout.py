@@ -11,8 +11,8 @@ directory holding the pyconfig.h of its configure.  For each set:
    any public header that is not reached is named);
 2. the struct and union types defined in Include/ or Include/cpython/
    (not Include/internal/) are read from the DWARF (with pyelftools,
-   Debian's python3-pyelftools: run by another interpreter, the script
-   runs itself again with /usr/bin/python3), with their members
+   Debian's python3-pyelftools, which check-abi.sh's host python has),
+   with their members
    (anonymous members followed inside), member types, and the values of
    the public enums; `#define`s are read with `cc -dM -E`.
 
@@ -38,12 +38,6 @@ import sys
 try:
     from elftools.elf.elffile import ELFFile
 except ImportError:
-    # pyelftools is Debian's (python3-pyelftools), installed for
-    # /usr/bin/python3; check-abi.sh runs this with our interpreter.
-    if os.path.exists("/usr/bin/python3") and \
-            os.path.realpath(sys.executable) != \
-            os.path.realpath("/usr/bin/python3"):
-        os.execv("/usr/bin/python3", ["/usr/bin/python3", *sys.argv])
     sys.exit("layout: needs pyelftools (Debian: python3-pyelftools, "
              "tools/install-deps.sh installs it)")
 
