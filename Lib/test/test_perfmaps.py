@@ -5,6 +5,7 @@ The lines go into /tmp/perf-PID.map of this very process, the file the
 perf trampolines write too."""
 
 import os
+import subprocess
 import sys
 import textwrap
 import threading
@@ -179,6 +180,9 @@ class TestWindows(unittest.TestCase):
     trampolines' file handling, forced with the test points of
     _testinternalcapi (perf_trampoline_test_point())."""
 
+    def setUp(self):
+        self.since = time.time() - 1
+
     def run_python(self, *args, code, shell=None):
         """Run `code` (which prints its pid first) in a new interpreter, or
         through `shell` (sh -c) that execs one; the stderr must be empty.
@@ -190,7 +194,7 @@ class TestWindows(unittest.TestCase):
             cmd = ["/bin/sh", "-c", shell + ' exec "$@"', "sh", *cmd]
         proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
         pid = int(proc.stdout.split()[0])
-        self.addCleanup(os_helper.unlink, f"/tmp/perf-{pid}.map")
+        forget_files(self, pid)
         self.assertEqual((proc.returncode, proc.stderr), (0, ""))
         return proc.stdout.splitlines()[1:], pid
 
