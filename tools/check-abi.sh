@@ -25,7 +25,10 @@
 #            PYTHON, off, -X perf and -X perf_jit, with PYTHONPATH at
 #            Debian's dist-packages; stock shared python as the reference
 #   dlopen   a host that dlopen()s each libpython after a library that took
-#            most of glibc's static TLS surplus (tools/abi/dlopen_host.sh)
+#            most of glibc's static TLS surplus; then one that embeds ours
+#            that way through PyConfig and, under perf, runs
+#            examples/demo.py with -X perf and -X perf_jit: py:: names
+#            (tools/abi/dlopen_host.sh)
 #
 # Ends with one line "check-abi: N passed, N failed"; exits non-zero when
 # any part fails.

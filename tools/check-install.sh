@@ -26,6 +26,7 @@
 #   check-install.sh BUILD WORKDIR EXAMPLE
 set -eu
 build=$1 work=$2 example=$3
+tools=$(cd "$(dirname "$0")" && pwd)
 start=$(date +%s)
 passed=0 failed=0
 pass() { passed=$((passed + 1)); echo "check-install: ok: $*"; }
@@ -113,23 +114,8 @@ check_perf() {
     if [ -s "$work/pid-$label" ]; then
         rm -f "/tmp/perf-$(cat "$work/pid-$label").map"
     fi
-    if verdict=$("$build/python" -I - "$work/perf-$label.txt" "$example" <<'PY'
-import sys
-text, script = open(sys.argv[1]).read(), sys.argv[2]
-chain = [f"py::{name}:{script}" for name in ("foo", "bar", "baz")]
-in_foo = good = 0
-for block in text.split("\n\n"):
-    syms = [line.split(None, 1)[1].rsplit(" (", 1)[0].split("+0x")[0]
-            for line in block.splitlines()[1:] if line.strip()]
-    if chain[0] not in syms:
-        continue
-    in_foo += 1
-    pos = [syms.index(n) if n in syms else -1 for n in chain]
-    good += -1 not in pos and pos == sorted(pos)
-print(f"{good} of {in_foo} samples in foo show py::baz <- py::bar <- py::foo")
-sys.exit(not (in_foo >= 10 and good >= 0.9 * in_foo))
-PY
-    ); then
+    if verdict=$("$build/python" -I "$tools/perf-chain.py" \
+            "$work/perf-$label.txt" "$example"); then
         pass "$label: perf record -g, -X perf: $verdict"
     else
         fail "$label: perf record -g, -X perf: $verdict ($work/perf-$label.txt)"
