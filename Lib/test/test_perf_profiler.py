@@ -2279,7 +2279,14 @@ class TestHostileInput(unittest.TestCase):
             """)
         self.assertEqual(proc.stdout.split()[-1], "0")
         self.assertEqual(proc.stderr, "")
-        self.assertIn("py::f299:<string>", self.check_files(pid))
+        # Which of a batch's functions run while a backend is on depends
+        # on where the timer falls (it can lock in step with the loop, so
+        # that the same ones always run while off): the files must name
+        # the handler and functions of the batches, whole.
+        names = self.check_files(pid)
+        self.assertIn("py::handler:<string>", names)
+        self.assertTrue(any(re.fullmatch(r"py::f\d+:<string>", n)
+                            for n in names), names)
 
     def test_sys_functions_from_atexit(self):
         # atexit handlers run before the files are closed: what they do is
