@@ -59,7 +59,7 @@
  */
 
 #include "Python.h"
-#include "pycore_perf_trampoline.h"
+#include "perf_internal.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 

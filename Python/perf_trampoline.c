@@ -86,13 +86,13 @@
  *
  * Failure to create or write a file is a RuntimeWarning; the backend
  * turns off and the program runs on.  Trampolines are made and described
- * with the GIL held; files_lock serializes opening and closing them with
- * the C API's callers, which may hold no GIL, and with fork(), which waits
- * for it (a child never sees a file half opened).
+ * with the GIL held; _PyPerf_files_lock serializes opening and closing
+ * them with the C API's callers, which may hold no GIL, and with fork(),
+ * which waits for it (a child never sees a file half opened).
  *
- * This file, in order: files (opening, appending: the writer), trampolines
- * (arenas, slots, describing them to a backend), forked children,
- * activation, the call path, the native stack budget, symbol names, the
+ * Python/perf_file.c holds the writer (opening, appending).  This file,
+ * in order: trampolines (arenas, slots, describing them to a backend),
+ * forked children, activation, the call path, the native stack budget, symbol names, the
  * map backend, the C API, start-up and the sys functions.  Each part
  * calls only the parts above it (and the backends, through their
  * interface); the backends call only the writer and the symbol names.
@@ -102,7 +102,7 @@
 #include "pycore_ceval.h"         // _PyEval_EvalFrameDefault()
 #include "pycore_frame.h"         // _PyInterpreterFrame
 #include "pycore_interp.h"        // PyInterpreterState.eval_frame
-#include "pycore_perf_trampoline.h"
+#include "perf_internal.h"
 #include "pycore_pyerrors.h"      // _PyErr_Fetch()
 #include "pycore_pystate.h"       // _PyInterpreterState_GET()
 
@@ -131,301 +131,6 @@ Py_ssize_t _PyPerf_code_index = -1;
    that a short run does not pay for filling memory it never uses. */
 #define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
-/* A record is assembled in a private buffer of RECORD_MAX bytes, then
-   appended to the file with one write(). */
-#define RECORD_MAX (16 * 1024)
-
-
-/* ---- Files -------------------------------------------------------------- */
-
-struct _PyPerfFile {
-    int fd;                       /* -1 when closed */
-    long pid;                     /* the pid in the file name */
-    int kept;                     /* the file had records when opened */
-    char path[64];
-    const char *fail_what;        /* _PyPerfFile_SetFailure(), or NULL */
-    const char *fail_detail;
-    char stage[RECORD_MAX];       /* the record being assembled */
-};
-
-/* Serializes opening and closing files (and the C API's writes) with
-   threads that call the PyUnstable_ perf map functions without the GIL.
-   Records of the trampolines are written with the GIL held, by one
-   write() each, which O_APPEND keeps whole among other writers. */
-static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Test points: _testinternalcapi can stop a thread at one of the places
-   marked TEST_POINT("name") below, inside a window between two steps, so
-   that a test shows what another thread (or the hook itself) may do there.
-   Never set outside tests; none is on the call path. */
-static void (*test_hook)(const char *where);
-
-void
-_PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
-{
-    test_hook = hook;
-}
-
-#define TEST_POINT(where) \
-    do { \
-        if (test_hook != NULL) { \
-            test_hook(where); \
-        } \
-    } while (0)
-
-/* When this process started, in nanoseconds of the real-time clock as it
-   reads now; -1 if that cannot be had.  The kernel keeps the start in
-   clock ticks since boot (/proc/self/stat, field 22): the start of the
-   process, which exec() keeps, so that lines a host wrote before it ran
-   or loaded us count as the process's; a child of fork() starts anew.
-   The real-time clock minus the boot-time clock, both read now, makes
-   that comparable with file timestamps, and a step of the real-time
-   clock moves both sides alike. */
-static int64_t
-process_start_ns(void)
-{
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    ssize_t n;
-    do {
-        n = read(fd, buf, sizeof(buf) - 1);
-    } while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n <= 0) {
-        return -1;
-    }
-    buf[n] = '\0';
-    /* Field 2, the command name in parentheses, may hold anything: count
-       the fields from its last ')'. */
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p != NULL && field < 22; field++) {
-        p = strchr(p, ' ');
-        p = p != NULL ? p + 1 : NULL;
-    }
-    long hz = sysconf(_SC_CLK_TCK);
-    if (p == NULL || hz <= 0) {
-        return -1;
-    }
-    char *end;
-    unsigned long long ticks = strtoull(p, &end, 10);
-    struct timespec real, boot;
-    if (end == p || clock_gettime(CLOCK_REALTIME, &real) < 0
-        || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
-    {
-        return -1;
-    }
-    int64_t since_boot = (int64_t)(ticks / (unsigned long)hz) * 1000000000
-                         + (int64_t)(ticks % (unsigned long)hz)
-                           * 1000000000 / hz;
-    return ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000
-           + (real.tv_nsec - boot.tv_nsec) + since_boot;
-}
-
-/* Is the file's content from an earlier process that had our pid?  The
-   map belongs to the process, and something else in it (a JIT, an agent,
-   the host that loaded us) may have written lines before our first one:
-   those stay.  Content last written before this process started cannot
-   be its own.  The start is rounded down to a clock tick, and file times
-   come from a coarse clock: two ticks of slack (an earlier process with
-   our pid within 20 ms of our start would need pids to wrap that fast).
-   When the start cannot be had, content is stale. */
-static int
-content_is_stale(const struct stat *st)
-{
-    if (st->st_size == 0) {
-        return 0;
-    }
-    int64_t start = process_start_ns();
-    if (start < 0) {
-        return 1;
-    }
-    long hz = sysconf(_SC_CLK_TCK);
-    int64_t slack = 2 * (int64_t)1000000000 / (hz > 0 ? hz : 100);
-    int64_t written = (int64_t)st->st_mtim.tv_sec * 1000000000
-                      + st->st_mtim.tv_nsec;
-    return written < start - slack;
-}
-
-/* Open the file of this process, for appending.  The name is predictable
-   and /tmp is shared, so nothing found there is trusted: a symlink fails
-   the open (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and
-   anything but a regular file of ours with a single link is left alone.
-   So is a file that another live process holds (flock): one with our pid
-   in another pid namespace that shares /tmp.  A stale file, left by an
-   earlier process with our pid, is emptied: perf would take its names
-   for ours. */
-static int
-file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
-{
-    file->pid = (long)getpid();
-    file->kept = 0;
-    PyOS_snprintf(file->path, sizeof(file->path), backend->path_format,
-                  file->pid);
-    /* Readable too: the jitdump backend maps its file. */
-    int fd = open(file->path,
-                  O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK
-                  | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        return -1;
-    }
-    TEST_POINT("opened");
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
-        errno = EPERM;
-        goto fail;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (errno == EWOULDBLOCK) {
-            errno = EBUSY;
-        }
-        goto fail;
-    }
-    if (fcntl(fd, F_SETFL, O_APPEND) < 0) {
-        goto fail;
-    }
-    if (content_is_stale(&st)) {
-        if (ftruncate(fd, 0) < 0) {
-            goto fail;
-        }
-    }
-    else {
-        file->kept = st.st_size > 0;
-    }
-    file->fd = fd;
-    return 0;
-fail:;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return -1;
-}
-
-/* Let go of the file without touching it: in the child of fork(), the
-   descriptor (and its lock) is the parent's. */
-static void
-file_drop(_PyPerfFile *file)
-{
-    if (file->fd >= 0) {
-        close(file->fd);
-        file->fd = -1;
-    }
-}
-
-/* Unlock and close.  (The lock goes with the open file, which a mapping
-   of the file, like the jitdump's marker, would keep alive.) */
-static void
-file_close(_PyPerfFile *file)
-{
-    if (file->fd >= 0) {
-        (void)flock(file->fd, LOCK_UN);
-    }
-    file_drop(file);
-}
-
-
-void *
-_PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
-{
-    if (size > RECORD_MAX) {
-        errno = EMSGSIZE;
-        return NULL;
-    }
-    return file->stage;
-}
-
-/* Take back the `n` bytes of a record that the file had room for only in
-   part (a full disk, a file size limit).  O_APPEND left the descriptor's
-   offset just after them.  If the file still ends there, they are cut
-   off; if another writer has appended since, cutting would take its
-   record instead: they are blanked out in place (spaces and a newline, a
-   line that perf skips), through a descriptor of the same file without
-   O_APPEND.  (The offset is only wrong if a C API caller wrote through
-   the same descriptor in between, on the same full disk.) */
-static void
-take_back(_PyPerfFile *file, size_t n)
-{
-    TEST_POINT("partial");
-    off_t end = lseek(file->fd, 0, SEEK_CUR);
-    struct stat st;
-    if (end < (off_t)n || fstat(file->fd, &st) < 0 || st.st_size < end) {
-        /* (Cut by someone else already.) */
-        return;
-    }
-    if (st.st_size == end) {
-        (void)ftruncate(file->fd, end - (off_t)n);
-        return;
-    }
-    char path[64];
-    PyOS_snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        memset(file->stage, ' ', n - 1);
-        file->stage[n - 1] = '\n';
-        (void)!pwrite(fd, file->stage, n, end - (off_t)n);
-        close(fd);
-    }
-}
-
-/* Append the record with one write(): others may append to the same file
-   (the map is the process's), and a record reaches the file whole or,
-   when the disk is full, not at all (take_back()). */
-int
-_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
-{
-    assert(size <= RECORD_MAX);
-    ssize_t n;
-    do {
-        n = write(file->fd, file->stage, size);
-    } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)size) {
-        return 0;
-    }
-    if (n >= 0) {
-        int saved = n > 0 ? ENOSPC : EIO;
-        if (n > 0) {
-            take_back(file, (size_t)n);
-        }
-        errno = saved;
-    }
-    return -1;
-}
-
-int
-_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
-{
-    void *room = _PyPerfFile_Reserve(file, size);
-    if (room == NULL) {
-        return -1;
-    }
-    memcpy(room, data, size);
-    return _PyPerfFile_Commit(file, size);
-}
-
-int
-_PyPerfFile_Kept(const _PyPerfFile *file)
-{
-    return file->kept;
-}
-
-int
-_PyPerfFile_Fd(const _PyPerfFile *file)
-{
-    return file->fd;
-}
-
-void
-_PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
-                       const char *detail)
-{
-    file->fail_what = what;
-    file->fail_detail = detail;
-}
 
 
 /* ---- Trampolines -------------------------------------------------------- */
@@ -585,33 +290,10 @@ check_extra_layout(void)
     return 0;
 }
 
-/* A RuntimeWarning about a file (errno says why).  Never raises, and
-   keeps an exception that is being propagated: this runs on call paths. */
-static void
-warn_file_error(const char *what, backend_state *st)
-{
-    int saved = errno;
-    const char *path = st->file != NULL ? st->file->path : "?";
-    const char *detail = "";
-    if (st->file != NULL && st->file->fail_what != NULL) {
-        what = st->file->fail_what;
-        detail = st->file->fail_detail;
-    }
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot %s %s%s: %s; the %s "
-                         "backend is off and perf will not name Python "
-                         "functions",
-                         what, path, detail, strerror(saved),
-                         st->backend->name) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    PyErr_Restore(exc, val, tb);
-}
-
-/* The same about executable memory for trampolines (errno says why: an
-   address space limit, a policy that forbids executable mappings). */
+/* A RuntimeWarning about executable memory for trampolines (errno says
+   why: an address space limit, a policy that forbids executable
+   mappings).  Never raises, and keeps an exception that is being
+   propagated: this runs on call paths. */
 static void
 warn_memory_error(backend_state *st)
 {
@@ -928,7 +610,7 @@ atfork_child(void)
 {
     for (int i = 0; i < NBACKENDS; i++) {
         if (perf.backends[i].file != NULL) {
-            file_drop(perf.backends[i].file);
+            _PyPerfFile_Drop(perf.backends[i].file);
         }
     }
     for (arena *a = perf.arenas; a != NULL; a = a->prev) {
@@ -936,24 +618,25 @@ atfork_child(void)
     }
     /* Taken by atfork_prepare() in the thread that forked, which is the
        child's only thread. */
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     perf.forked = 1;
 }
 
-/* fork() waits for the other threads to leave files_lock: the child then
-   never sees a file half opened or half closed (a descriptor open but not
-   stored, or closed but still stored, which file_drop() would close later,
-   when it may be someone else's), nor a held lock. */
+/* fork() waits for the other threads to leave _PyPerf_files_lock: the
+   child then never sees a file half opened or half closed (a descriptor
+   open but not stored, or closed but still stored, which
+   _PyPerfFile_Drop() would close later, when it may be someone else's),
+   nor a held lock. */
 static void
 atfork_prepare(void)
 {
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
 }
 
 static void
 atfork_parent(void)
 {
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
 /* Forget what was described in the parent's files. */
@@ -976,7 +659,7 @@ find_backend(const char *name)
 }
 
 /* Open the backend's file if it is not open yet.  -1 with errno set.
-   Callers hold files_lock. */
+   Callers hold _PyPerf_files_lock. */
 static int
 open_backend(backend_state *st)
 {
@@ -993,21 +676,18 @@ open_backend(backend_state *st)
         perf.atfork_registered = 1;
     }
     if (st->file == NULL) {
-        st->file = PyMem_RawMalloc(sizeof(_PyPerfFile));
+        st->file = _PyPerfFile_New();
         if (st->file == NULL) {
-            errno = ENOMEM;
             return -1;
         }
-        st->file->fd = -1;
     }
-    if (st->file->fd < 0) {
-        st->file->fail_what = NULL;
-        if (file_open(st->file, st->backend) < 0) {
+    if (!_PyPerfFile_IsOpen(st->file)) {
+        if (_PyPerfFile_Open(st->file, st->backend->path_format) < 0) {
             return -1;
         }
         if (st->backend->init(st->file) < 0) {
             int saved = errno;
-            file_close(st->file);
+            _PyPerfFile_Close(st->file);
             errno = saved;
             return -1;
         }
@@ -1017,7 +697,7 @@ open_backend(backend_state *st)
     return 0;
 }
 
-/* Callers hold files_lock: PyUnstable_PerfMapState_Fini() reads
+/* Callers hold _PyPerf_files_lock: PyUnstable_PerfMapState_Fini() reads
    perf.active under it. */
 static void
 deactivate_locked(void)
@@ -1035,9 +715,9 @@ deactivate_locked(void)
 static void
 deactivate(void)
 {
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     deactivate_locked();
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
 /* Turn `name` on.  Returns 0 when active, 1 when the file could not be
@@ -1099,13 +779,13 @@ activate(const char *name)
     }
     /* The new backend's file first: if it cannot be had, the active
        backend, if any, stays as it is.  It becomes the active one before
-       files_lock is let go: from then on, PyUnstable_PerfMapState_Fini()
-       leaves its file open. */
-    pthread_mutex_lock(&files_lock);
+       _PyPerf_files_lock is let go: from then on,
+       PyUnstable_PerfMapState_Fini() leaves its file open. */
+    pthread_mutex_lock(&_PyPerf_files_lock);
     int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
     int saved = errno;
     if (failed == 2) {
-        file_close(st->file);
+        _PyPerfFile_Close(st->file);
     }
     if (!failed) {
         deactivate_locked();
@@ -1113,11 +793,12 @@ activate(const char *name)
         _PyInterpreterState_SetEvalFrameFunc(interp,
                                              _PyPerfTrampoline_EvalFrame);
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     TEST_POINT("activated");
     if (failed) {
         errno = saved;
-        warn_file_error(failed == 1 ? "create" : "write", st);
+        _PyPerfFile_Warn(st->file, failed == 1 ? "create" : "write",
+                         st->backend->name);
         return 1;
     }
     return 0;
@@ -1167,15 +848,15 @@ _PyPerfTrampoline_Fini(void)
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
     deactivate();
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
         backend_state *st = &perf.backends[i];
-        if (st->file != NULL && st->file->fd >= 0) {
+        if (st->file != NULL && _PyPerfFile_IsOpen(st->file)) {
             st->backend->fini(st->file);
-            file_close(st->file);
+            _PyPerfFile_Close(st->file);
         }
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     PyErr_Restore(exc, val, tb);
     /* The next interpreter (Py_Initialize() again) hands out co_extra
        indexes anew, and the code objects the slots point to die with this
@@ -1233,7 +914,7 @@ new_trampoline(PyCodeObject *code)
         int saved = errno;
         deactivate();
         errno = saved;
-        warn_file_error("write", st);
+        _PyPerfFile_Warn(st->file, "write", st->backend->name);
     }
     return (py_trampoline)tramp;
 }
@@ -1613,9 +1294,9 @@ map_state(void)
 int
 PyUnstable_PerfMapState_Init(void)
 {
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     int rc = open_backend(map_state());
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     return rc < 0 ? -1 : 0;
 }
 
@@ -1656,12 +1337,13 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
         *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
     }
     *p++ = '\n';
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     int rc = open_backend(map_state());
     if (rc == 0) {
-        rc = write_whole(map_state()->file->fd, line, (size_t)(p - line));
+        rc = write_whole(_PyPerfFile_Fd(map_state()->file), line,
+                         (size_t)(p - line));
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     if (line != small) {
         PyMem_RawFree(line);
     }
@@ -1672,12 +1354,14 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
 void
 PyUnstable_PerfMapState_Fini(void)
 {
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     backend_state *st = map_state();
-    if (perf.active != st && st->file != NULL && st->file->fd >= 0) {
-        file_close(st->file);
+    if (perf.active != st && st->file != NULL
+        && _PyPerfFile_IsOpen(st->file))
+    {
+        _PyPerfFile_Close(st->file);
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
 /* Append the content of another process's map (a parent's, typically) to
@@ -1693,22 +1377,22 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
         return -1;
     }
     /* Room for one more byte: the newline of a last line without one. */
-    size_t room = RECORD_MAX;
+    size_t room = PERF_RECORD_MAX;
     char *buf = PyMem_RawMalloc(room + 1);
     int rc = buf == NULL ? -1 : 0;
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     if (rc == 0) {
         rc = open_backend(map_state());
     }
     struct stat a, b;
     if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
-                    || fstat(map_state()->file->fd, &b) < 0
+                    || fstat(_PyPerfFile_Fd(map_state()->file), &b) < 0
                     || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
     {
         rc = -1;
     }
     /* Whole lines only, each write() ending at the end of a line: the
-       trampolines append their records without files_lock, and one may
+       trampolines append their records without _PyPerf_files_lock, and one may
        land between two of these writes. */
     size_t have = 0;
     while (rc == 0) {
@@ -1733,7 +1417,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
         if (n == 0) {
             if (have > 0) {
                 buf[have++] = '\n';
-                rc = write_whole(map_state()->file->fd, buf, have);
+                rc = write_whole(_PyPerfFile_Fd(map_state()->file), buf, have);
             }
             break;
         }
@@ -1741,13 +1425,13 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
         char *last = memrchr(buf, '\n', have);
         if (last != NULL) {
             size_t lines = (size_t)(last + 1 - buf);
-            rc = write_whole(map_state()->file->fd, buf, lines);
+            rc = write_whole(_PyPerfFile_Fd(map_state()->file), buf, lines);
             TEST_POINT("copied");
             memmove(buf, buf + lines, have - lines);
             have -= lines;
         }
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     PyMem_RawFree(buf);
     close(from);
     return rc;
@@ -1794,7 +1478,6 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
-void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
 
 int PyUnstable_PerfMapState_Init(void) { return -1; }
 int

@@ -1,0 +1,147 @@
+#ifndef Py_PERF_INTERNAL_H
+#define Py_PERF_INTERNAL_H
+
+/* cpython-perf: what the files of the perf trampoline subsystem share
+   with each other (Python/perf_trampoline.c has the overview and the map
+   of the files).  Not installed, unlike Include/internal/: nothing here is
+   an interface of the interpreter.  Every name has the _PyPerf prefix and
+   hidden visibility, so that the dynamic symbol table does not grow. */
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+#include "pycore_perf_trampoline.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <pthread.h>
+
+/* Hidden: the files reach each other's functions and variables without
+   going through the dynamic symbol table (in a shared libpython, nor its
+   global offset table). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__)
+#  pragma GCC visibility push(hidden)
+#  define PERF_INTERNAL_POP_VISIBILITY
+#endif
+
+/* Test points: _testinternalcapi can stop a thread at one of the places
+   marked TEST_POINT("name"), inside a window between two steps, so that a
+   test shows what another thread (or the hook itself) may do there.
+   Never set outside tests; none is on the call path. */
+extern void (*_PyPerf_test_hook)(const char *where);
+#define TEST_POINT(where) \
+    do { \
+        if (_PyPerf_test_hook != NULL) { \
+            _PyPerf_test_hook(where); \
+        } \
+    } while (0)
+
+/* ---- Backends ------------------------------------------------------------
+
+   A backend describes one file format.  The shared machinery owns the
+   file (safe creation, appending, fork handling); the backend only turns
+   events into bytes and hands them to _PyPerfFile_Append() or
+   _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
+
+/* The trampoline template, Python/asm_trampoline.S: every trampoline is a
+   copy of the bytes between these two symbols. */
+extern char _Py_trampoline_func_start[];
+extern char _Py_trampoline_func_end[];
+
+typedef struct _PyPerfFile _PyPerfFile;
+
+typedef struct {
+    /* The name sys.activate_stack_trampoline() accepts. */
+    const char *name;
+    /* printf format of the file name, taking the pid as its only
+       argument, e.g. "/tmp/perf-%ld.map". */
+    const char *path_format;
+    /* Called once the file is open: write a header, set up markers.
+       Returns 0, or -1 with errno set. */
+    int (*init)(_PyPerfFile *file);
+    /* Describe one trampoline of `size` bytes at `code` for `co`.
+       Returns 0, or -1 with errno set. */
+    int (*write_entry)(_PyPerfFile *file, const void *code, size_t size,
+                       PyCodeObject *co);
+    /* Called before the file is closed at exit (not after fork). */
+    void (*fini)(_PyPerfFile *file);
+    /* Address space each trampoline needs for itself, from its first
+       byte, while this backend describes it (at least code_size).
+       Called after init. */
+    size_t (*bytes_per_code)(size_t code_size);
+} _PyPerfBackend;
+
+extern const _PyPerfBackend _PyPerf_MapBackend;
+extern const _PyPerfBackend _PyPerf_JitDumpBackend;
+
+/* ---- The writer (Python/perf_file.c) -------------------------------------
+
+   One file of this process, /tmp/<name>-<pid>.<ext>, opened safely and
+   only ever appended to.  Callers of _PyPerfFile_Open() and
+   _PyPerfFile_Close() hold _PyPerf_files_lock. */
+
+/* Serializes opening and closing files with the C API's callers, which
+   may hold no GIL, and with fork(). */
+extern pthread_mutex_t _PyPerf_files_lock;
+
+/* A record is assembled in a private buffer of this many bytes at most,
+   then appended to the file with one write(). */
+#define PERF_RECORD_MAX (16 * 1024)
+
+/* A closed file (NULL and errno when out of memory). */
+extern _PyPerfFile *_PyPerfFile_New(void);
+/* Open (or create) the file named by `path_format` (one %ld: the pid)
+   for appending, refusing anything but a regular file of ours with one
+   link that no other process holds, and emptying a stale one.  0, or -1
+   with errno set. */
+extern int _PyPerfFile_Open(_PyPerfFile *file, const char *path_format);
+/* Let go of the descriptor without touching the file (the child of
+   fork(): it is the parent's). */
+extern void _PyPerfFile_Drop(_PyPerfFile *file);
+/* Unlock and close. */
+extern void _PyPerfFile_Close(_PyPerfFile *file);
+extern int _PyPerfFile_IsOpen(const _PyPerfFile *file);
+/* A RuntimeWarning: "cannot WHAT PATH: <errno>; the BACKEND backend is
+   off" (or what _PyPerfFile_SetFailure() said).  Never raises, and keeps
+   an exception that is being propagated.  `file` may be NULL. */
+extern void _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
+                             const char *backend);
+
+/* Append one whole record of at most 16 KiB, with one write(): the file
+   holds it once this returns, whatever happens to the process next.  0 or
+   -1 (errno; the file still ends with a whole record). */
+extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
+                              size_t size);
+/* Or assemble a record in place: Reserve returns room for up to `size`
+   bytes (NULL and errno on failure), Commit appends the `size` bytes
+   written there (0 or -1 and errno, as Append). */
+extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
+extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+/* Non-zero if the file already held records of this process when it was
+   opened (after Py_Finalize() and Py_Initialize(), say): a header has
+   been written. */
+extern int _PyPerfFile_Kept(const _PyPerfFile *file);
+extern int _PyPerfFile_Fd(const _PyPerfFile *file);
+/* For init() failing at something other than making the file: the warning
+   then says "cannot WHAT PATH DETAIL: <errno>" (static strings). */
+extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
+                                   const char *detail);
+
+/* ---- Symbol names ------------------------------------------------------ */
+
+/* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
+   valid UTF-8 on one line (control characters and line separators
+   replaced, lone surrogates spelt \udcXX, cut at a character boundary),
+   NUL-terminated, at most _PyPerf_NAME_MAX bytes before the NUL.  Return
+   its length and set *file_at to where FILENAME starts.  Never raises
+   and runs no Python code. */
+#define _PyPerf_NAME_MAX 3072
+extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
+                                 size_t *file_at);
+
+#ifdef PERF_INTERNAL_POP_VISIBILITY
+#  pragma GCC visibility pop
+#endif
+#endif /* PY_HAVE_PERF_TRAMPOLINE */
+#endif /* !Py_PERF_INTERNAL_H */
