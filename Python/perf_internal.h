@@ -128,7 +128,7 @@ extern int _PyPerfFile_Fd(const _PyPerfFile *file);
 extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
                                    const char *detail);
 
-/* ---- Symbol names ------------------------------------------------------ */
+/* ---- Symbol names (Python/perf_names.c) ------------------------------- */
 
 /* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
    valid UTF-8 on one line (control characters and line separators
@@ -139,6 +139,10 @@ extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
 #define _PyPerf_NAME_MAX 3072
 extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
                                  size_t *file_at);
+/* Write `value` in lowercase hex without leading zeros at `p`, return
+   the end (at most 16 bytes; no NUL).  Safe in any thread, without the
+   GIL. */
+extern char *_PyPerf_PutHex(char *p, uint64_t value);
 
 #ifdef PERF_INTERNAL_POP_VISIBILITY
 #  pragma GCC visibility pop
