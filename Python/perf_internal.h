@@ -37,7 +37,7 @@ extern void (*_PyPerf_test_hook)(const char *where);
         } \
     } while (0)
 
-/* ---- Backends ------------------------------------------------------------
+/* ---- Backends (Python/perf_map.c, Python/perf_jit_trampoline.c) -------
 
    A backend describes one file format.  The shared machinery owns the
    file (safe creation, appending, fork handling); the backend only turns
