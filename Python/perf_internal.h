@@ -75,6 +75,27 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
+/* ---- The core (Python/perf_trampoline.c), for Python/perf_api.c ------- */
+
+/* Turn the backend `name` on.  Returns 0 when active, 1 when the file
+   could not be used (a warning was issued), -1 with an exception set. */
+extern int _PyPerf_Activate(const char *name);
+/* Turn the active backend off, if any (the main interpreter's). */
+extern void _PyPerf_Deactivate(void);
+/* The active backend, or NULL. */
+extern const _PyPerfBackend *_PyPerf_Active(void);
+/* A new interpreter: activation is allowed again after finalization. */
+extern void _PyPerf_AllowActivation(void);
+/* PyUnstable_PerfTrampoline_SetPersistAfterFork(). */
+extern void _PyPerf_SetPersistAfterFork(int enable);
+/* Give `code` its trampoline now, with a backend active (it has none).
+   NULL if it cannot (the backend is then off, and a warning issued). */
+extern _PyPerfTrampolineFunc _PyPerf_NewTrampoline(PyCodeObject *code);
+/* The perf map, opened if it is not open yet (NULL and errno), and closed
+   unless the trampolines write to it.  Callers hold _PyPerf_files_lock. */
+extern _PyPerfFile *_PyPerf_OpenMap(void);
+extern void _PyPerf_CloseMap(void);
+
 /* ---- The writer (Python/perf_file.c) -------------------------------------
 
    One file of this process, /tmp/<name>-<pid>.<ext>, opened safely and

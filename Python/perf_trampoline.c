@@ -326,7 +326,7 @@ warn_memory_error(backend_state *st)
  *
  * To see that first call, the child takes a new co_extra index: every
  * code object then looks new to _PyPerfTrampoline_EvalFrame(), and
- * new_trampoline() finds its inherited trampoline under `base_index`
+ * _PyPerf_NewTrampoline() finds its inherited trampoline under `base_index`
  * (the index of the first generation, which holds every trampoline
  * handed out in any generation), describes it and stores it under the
  * child's index.  Indexes are a limited resource (255 per interpreter,
@@ -454,7 +454,7 @@ static int describe(backend_state *st, const char *tramp, slot_info *info,
 
 /* Describe the trampolines of the frames on this thread's stack (after
    fork(), the only thread).  Inherited trampolines entered later are
-   described by new_trampoline(). */
+   described by _PyPerf_NewTrampoline(). */
 static int
 describe_running(backend_state *st)
 {
@@ -591,8 +591,8 @@ describe_all(backend_state *st)
     return rc;
 }
 
-/* What activate() describes: every live trampoline, or only the running
-   ones when a child of fork() re-activates its parent's backend. */
+/* What _PyPerf_Activate() describes: every live trampoline, or only the
+   running ones when a child of fork() re-activates its parent's backend. */
 static int
 describe_activated(backend_state *st)
 {
@@ -697,8 +697,8 @@ open_backend(backend_state *st)
     return 0;
 }
 
-/* Callers hold _PyPerf_files_lock: PyUnstable_PerfMapState_Fini() reads
-   perf.active under it. */
+/* Callers hold _PyPerf_files_lock: _PyPerf_CloseMap() reads perf.active
+   under it. */
 static void
 deactivate_locked(void)
 {
@@ -712,18 +712,16 @@ deactivate_locked(void)
     perf.active = NULL;
 }
 
-static void
-deactivate(void)
+void
+_PyPerf_Deactivate(void)
 {
     pthread_mutex_lock(&_PyPerf_files_lock);
     deactivate_locked();
     pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
-/* Turn `name` on.  Returns 0 when active, 1 when the file could not be
-   used (a warning was issued), -1 with an exception set. */
-static int
-activate(const char *name)
+int
+_PyPerf_Activate(const char *name)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
@@ -804,6 +802,42 @@ activate(const char *name)
     return 0;
 }
 
+const _PyPerfBackend *
+_PyPerf_Active(void)
+{
+    return perf.active != NULL ? perf.active->backend : NULL;
+}
+
+void
+_PyPerf_AllowActivation(void)
+{
+    perf.finalized = 0;
+}
+
+void
+_PyPerf_SetPersistAfterFork(int enable)
+{
+    perf.persist_after_fork = enable;
+}
+
+_PyPerfFile *
+_PyPerf_OpenMap(void)
+{
+    backend_state *st = &perf.backends[0];
+    return open_backend(st) < 0 ? NULL : st->file;
+}
+
+void
+_PyPerf_CloseMap(void)
+{
+    backend_state *st = &perf.backends[0];
+    if (perf.active != st && st->file != NULL
+        && _PyPerfFile_IsOpen(st->file))
+    {
+        _PyPerfFile_Close(st->file);
+    }
+}
+
 /* Set in a child of fork() while PyOS_AfterFork_Child() runs the at-fork
    hooks: new code objects that they call run without a trampoline until
    the files have moved, after the hooks. */
@@ -825,12 +859,12 @@ _PyPerfTrampoline_AfterForkChild(void)
     backend_state *st = perf.active;
     leave_parent_files();
     if (st != NULL) {
-        deactivate();
+        _PyPerf_Deactivate();
         /* Asked to persist what it inherited (the C API), or without an
            index of its own, the child describes all of it at once. */
         activating_after_fork = !perf.persist_after_fork
                                 && take_child_index() == 0;
-        if (activate(st->backend->name) < 0) {
+        if (_PyPerf_Activate(st->backend->name) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
         activating_after_fork = 0;
@@ -847,7 +881,7 @@ _PyPerfTrampoline_Fini(void)
     }
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
-    deactivate();
+    _PyPerf_Deactivate();
     pthread_mutex_lock(&_PyPerf_files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
         backend_state *st = &perf.backends[i];
@@ -879,8 +913,8 @@ _PyPerfTrampoline_Fini(void)
 
 /* ---- The call path ------------------------------------------------------ */
 
-static py_trampoline
-new_trampoline(PyCodeObject *code)
+py_trampoline
+_PyPerf_NewTrampoline(PyCodeObject *code)
 {
     if (perf.forked) {
         if (in_child_hooks) {
@@ -905,14 +939,14 @@ new_trampoline(PyCodeObject *code)
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
         int saved = errno;
-        deactivate();
+        _PyPerf_Deactivate();
         errno = saved;
         warn_memory_error(st);
         return NULL;
     }
     if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
         int saved = errno;
-        deactivate();
+        _PyPerf_Deactivate();
         errno = saved;
         _PyPerfFile_Warn(st->file, "write", st->backend->name);
     }
@@ -1011,11 +1045,11 @@ eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
                nothing here may lose it. */
             PyObject *exc, *val, *tb;
             _PyErr_Fetch(tstate, &exc, &val, &tb);
-            tramp = new_trampoline(frame->f_code);
+            tramp = _PyPerf_NewTrampoline(frame->f_code);
             _PyErr_Restore(tstate, exc, val, tb);
         }
         else {
-            tramp = new_trampoline(frame->f_code);
+            tramp = _PyPerf_NewTrampoline(frame->f_code);
         }
     }
     if (tramp == NULL) {
@@ -1035,192 +1069,6 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
     return call_trampoline(tramp, tstate, frame, throwflag);
 }
 
-/* ---- The C API (PyUnstable_*) ------------------------------------------- */
-
-/* JIT compilers and agents inside the process describe their own code in
-   the same map, through the same file: one writer for all, safe to call
-   from any thread, with or without the GIL, whether or not a trampoline
-   backend is active. */
-
-static backend_state *
-map_state(void)
-{
-    return &perf.backends[0];
-}
-
-int
-PyUnstable_PerfMapState_Init(void)
-{
-    pthread_mutex_lock(&_PyPerf_files_lock);
-    int rc = open_backend(map_state());
-    pthread_mutex_unlock(&_PyPerf_files_lock);
-    return rc < 0 ? -1 : 0;
-}
-
-/* write() all of it; the file is O_APPEND, so one call places it whole. */
-static int
-write_whole(int fd, const char *data, size_t size)
-{
-    ssize_t n;
-    do {
-        n = write(fd, data, size);
-    } while (n < 0 && errno == EINTR);
-    return n == (ssize_t)size ? 0 : -1;
-}
-
-int
-PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
-                             const char *entry_name)
-{
-    if (entry_name == NULL) {
-        return -1;
-    }
-    size_t len = strlen(entry_name);
-    char small[512];
-    char *line = small;
-    if (len + 2 * 16 + 3 > sizeof(small)) {
-        line = PyMem_RawMalloc(len + 2 * 16 + 3);
-        if (line == NULL) {
-            return -1;
-        }
-    }
-    char *p = _PyPerf_PutHex(line, (uintptr_t)code_addr);
-    *p++ = ' ';
-    p = _PyPerf_PutHex(p, code_size);
-    *p++ = ' ';
-    for (size_t i = 0; i < len; i++) {
-        /* one record per line, whatever the name holds */
-        unsigned char c = (unsigned char)entry_name[i];
-        *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
-    }
-    *p++ = '\n';
-    pthread_mutex_lock(&_PyPerf_files_lock);
-    int rc = open_backend(map_state());
-    if (rc == 0) {
-        rc = write_whole(_PyPerfFile_Fd(map_state()->file), line,
-                         (size_t)(p - line));
-    }
-    pthread_mutex_unlock(&_PyPerf_files_lock);
-    if (line != small) {
-        PyMem_RawFree(line);
-    }
-    return rc;
-}
-
-/* Close the map, unless the trampolines still write to it. */
-void
-PyUnstable_PerfMapState_Fini(void)
-{
-    pthread_mutex_lock(&_PyPerf_files_lock);
-    backend_state *st = map_state();
-    if (perf.active != st && st->file != NULL
-        && _PyPerfFile_IsOpen(st->file))
-    {
-        _PyPerfFile_Close(st->file);
-    }
-    pthread_mutex_unlock(&_PyPerf_files_lock);
-}
-
-/* Append the content of another process's map (a parent's, typically) to
-   this process's. */
-int
-PyUnstable_CopyPerfMapFile(const char *parent_filename)
-{
-    if (parent_filename == NULL) {
-        return -1;
-    }
-    int from = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (from < 0) {
-        return -1;
-    }
-    /* Room for one more byte: the newline of a last line without one. */
-    size_t room = PERF_RECORD_MAX;
-    char *buf = PyMem_RawMalloc(room + 1);
-    int rc = buf == NULL ? -1 : 0;
-    pthread_mutex_lock(&_PyPerf_files_lock);
-    if (rc == 0) {
-        rc = open_backend(map_state());
-    }
-    struct stat a, b;
-    if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
-                    || fstat(_PyPerfFile_Fd(map_state()->file), &b) < 0
-                    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
-    {
-        rc = -1;
-    }
-    /* Whole lines only, each write() ending at the end of a line: the
-       trampolines append their records without _PyPerf_files_lock, and one may
-       land between two of these writes. */
-    size_t have = 0;
-    while (rc == 0) {
-        if (have == room) {
-            /* A line longer than the buffer. */
-            char *bigger = PyMem_RawRealloc(buf, 2 * room + 1);
-            if (bigger == NULL) {
-                rc = -1;
-                break;
-            }
-            buf = bigger;
-            room *= 2;
-        }
-        ssize_t n = read(from, buf + have, room - have);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            rc = -1;
-            break;
-        }
-        if (n == 0) {
-            if (have > 0) {
-                buf[have++] = '\n';
-                rc = write_whole(_PyPerfFile_Fd(map_state()->file), buf, have);
-            }
-            break;
-        }
-        have += (size_t)n;
-        char *last = memrchr(buf, '\n', have);
-        if (last != NULL) {
-            size_t lines = (size_t)(last + 1 - buf);
-            rc = write_whole(_PyPerfFile_Fd(map_state()->file), buf, lines);
-            TEST_POINT("copied");
-            memmove(buf, buf + lines, have - lines);
-            have -= lines;
-        }
-    }
-    pthread_mutex_unlock(&_PyPerf_files_lock);
-    PyMem_RawFree(buf);
-    close(from);
-    return rc;
-}
-
-/* Give `co` its trampoline now (a pre-fork server's master, before it
-   forks its workers, so that they share the trampolines and their
-   names).  0 on success or when it has one; -1 when no backend is active
-   or the trampoline could not be made. */
-int
-PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
-{
-    if (co == NULL || perf.active == NULL) {
-        return -1;
-    }
-    if (_PyPerfTrampoline_Of(co) != NULL) {
-        return 0;
-    }
-    return new_trampoline(co) != NULL ? 0 : -1;
-}
-
-/* Upstream's switch between two behaviours of a forked child.  Here the
-   child always keeps its inherited trampolines and their names; its own
-   files describe those it runs, or, with the setting on, all of them at
-   once (as upstream's child copies its parent's map). */
-int
-PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
-{
-    perf.persist_after_fork = enable;
-    return enable;
-}
-
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
 /* Never installed where there is no trampoline; defined so that ceval.c
@@ -1236,203 +1084,4 @@ void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
 
-int PyUnstable_PerfMapState_Init(void) { return -1; }
-int
-PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
-                             unsigned int Py_UNUSED(code_size),
-                             const char *Py_UNUSED(entry_name))
-{
-    return -1;
-}
-void PyUnstable_PerfMapState_Fini(void) {}
-int
-PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
-{
-    return -1;
-}
-int
-PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
-{
-    return -1;
-}
-int
-PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
-{
-    return 0;
-}
-
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
-
-
-/* ---- Start-up ----------------------------------------------------------- */
-
-/* The value of -X NAME: NULL when absent, L"" when given without "=". */
-static const wchar_t *
-find_xoption(const PyConfig *config, const wchar_t *name)
-{
-    const wchar_t *found = NULL;
-    size_t len = wcslen(name);
-    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
-        const wchar_t *opt = config->xoptions.items[i];
-        if (wcsncmp(opt, name, len) == 0
-            && (opt[len] == L'\0' || opt[len] == L'='))
-        {
-            found = opt[len] == L'=' ? opt + len + 1 : opt + len;
-        }
-    }
-    return found;
-}
-
-/* An environment variable that enables a backend: an integer other than
-   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
-   digits, leading blanks allowed, within the range of a C int).  Unset or
-   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
-   ignores it silently). */
-static int
-env_enables(const PyConfig *config, const char *name)
-{
-    const char *value = config->use_environment ? getenv(name) : NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (end != value && *end == '\0' && errno == 0
-        && v >= INT_MIN && v <= INT_MAX)
-    {
-        return v != 0;
-    }
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "%s='%.100s' is not an integer in the range of a "
-                         "C int; ignored", name, value) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    return 0;
-}
-
-void
-_PyPerfTrampoline_InitFromConfig(const PyConfig *config)
-{
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    perf.finalized = 0;
-#endif
-    /* Later sources override earlier ones: the perf_jit spelling over
-       the perf one, -X over the environment. */
-    const char *backend = NULL;
-    if (env_enables(config, "PYTHONPERFSUPPORT")) {
-        backend = "perf";
-    }
-    if (env_enables(config, "PYTHON_PERF_JIT_SUPPORT")) {
-        backend = "perf_jit";
-    }
-    if (find_xoption(config, L"perf") != NULL) {
-        backend = "perf";
-    }
-    if (find_xoption(config, L"perf_jit") != NULL) {
-        backend = "perf_jit";
-    }
-    if (backend == NULL) {
-        return;
-    }
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (activate(backend) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-#else
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline not available on this platform; "
-                         "%s ignored", backend) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-#endif
-}
-
-
-/* ---- The sys API -------------------------------------------------------- */
-
-PyDoc_STRVAR(activate_doc,
-"activate_stack_trampoline($module, backend, /)\n--\n\n"
-"Start naming Python functions for perf, with the given backend.\n\n"
-"\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
-"(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
-"tables for perf record --call-graph dwarf and perf inject --jit.");
-
-static PyObject *
-sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
-{
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError,
-                     "activate_stack_trampoline() argument must be str, "
-                     "not %.50s",
-                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    Py_ssize_t size;
-    const char *name = PyUnicode_AsUTF8AndSize(arg, &size);
-    if (name == NULL) {
-        return NULL;
-    }
-    if (strlen(name) != (size_t)size) {
-        PyErr_SetString(PyExc_ValueError, "embedded null character");
-        return NULL;
-    }
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (activate(name) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-#else
-    PyErr_SetString(PyExc_ValueError, "perf trampoline not available");
-    return NULL;
-#endif
-}
-
-PyDoc_STRVAR(deactivate_doc,
-"deactivate_stack_trampoline($module, /)\n--\n\n"
-"Stop naming Python functions for perf.\n\n"
-"Calls already running keep their trampolines; new calls get none.\n"
-"Does nothing when no backend is active, and in a sub-interpreter.");
-
-static PyObject *
-sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
-                                PyObject *Py_UNUSED(ignored))
-{
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    /* Trampolines are the main interpreter's: a sub-interpreter has none
-       to turn off. */
-    if (_PyInterpreterState_GET() == _PyInterpreterState_Main()) {
-        deactivate();
-    }
-#endif
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(is_active_doc,
-"is_stack_trampoline_active($module, /)\n--\n\n"
-"Return True if a perf trampoline backend is active.");
-
-static PyObject *
-sys_is_stack_trampoline_active(PyObject *Py_UNUSED(module),
-                               PyObject *Py_UNUSED(ignored))
-{
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    PyInterpreterState *interp = _PyInterpreterState_GET();
-    if (perf.active != NULL
-        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
-    {
-        Py_RETURN_TRUE;
-    }
-#endif
-    Py_RETURN_FALSE;
-}
-
-PyMethodDef _PyPerfTrampoline_SysMethods[] = {
-    {"activate_stack_trampoline", sys_activate_stack_trampoline,
-     METH_O, activate_doc},
-    {"deactivate_stack_trampoline", sys_deactivate_stack_trampoline,
-     METH_NOARGS, deactivate_doc},
-    {"is_stack_trampoline_active", sys_is_stack_trampoline_active,
-     METH_NOARGS, is_active_doc},
-    {NULL, NULL, 0, NULL}
-};
