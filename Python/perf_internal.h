@@ -75,6 +75,56 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
+/* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
+
+/* Bytes of the trampoline template. */
+static inline size_t
+_PyPerf_CodeSize(void)
+{
+    return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+}
+
+typedef struct {
+    PyCodeObject *code;           /* borrowed; NULL once the code dies */
+    unsigned char described;      /* bit i: backends[i] has an entry */
+    unsigned char running;        /* perf_trampoline.c: mark_running() */
+    unsigned int generation;      /* `described` is of this generation */
+} _PyPerfSlot;
+
+typedef struct _PyPerfArena {
+    struct _PyPerfArena *prev;
+    char *start;                  /* read+execute */
+    size_t size;                  /* bytes at start */
+    size_t slot_size;             /* distance between two trampolines */
+    size_t nslots;
+    size_t nused;                 /* slots handed out */
+    int inherited;                /* made by the parent of a fork() */
+    _PyPerfSlot *info;            /* one per slot */
+} _PyPerfArena;
+
+/* Every arena, newest first. */
+extern _PyPerfArena *_PyPerf_arenas;
+
+/* The next free trampoline, in an arena of this process whose slots are
+   at least `slot_size` bytes apart (a new one if need be), not handed out
+   yet: _PyPerfSlot_Take() does that.  NULL and errno. */
+extern char *_PyPerfSlot_Next(size_t slot_size);
+/* Hand out the trampoline _PyPerfSlot_Next() returned, to `code`. */
+extern _PyPerfSlot *_PyPerfSlot_Take(PyCodeObject *code);
+/* The record of the slot `tramp` is in, or NULL if it is in no arena. */
+extern _PyPerfSlot *_PyPerfSlot_Of(const char *tramp);
+/* The record of trampoline `tramp` if it was handed out, is still
+   `code`'s and is at least `slot_size` bytes from the next one; else
+   NULL. */
+extern _PyPerfSlot *_PyPerfSlot_Find(const char *tramp, PyCodeObject *code,
+                                     size_t slot_size);
+/* The co_extra free function of trampolines: `code` is going away. */
+extern void _PyPerfArena_ForgetCode(void *tramp);
+/* In the child of fork(): every arena so far is the parent's. */
+extern void _PyPerfArena_MarkInherited(void);
+/* Finalization: the code objects die; the slots stay used. */
+extern void _PyPerfArena_ForgetCodes(void);
+
 /* ---- The core (Python/perf_trampoline.c), for Python/perf_api.c ------- */
 
 /* Turn the backend `name` on.  Returns 0 when active, 1 when the file

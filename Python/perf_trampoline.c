@@ -114,7 +114,6 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/file.h>             // flock()
-#include <sys/mman.h>             // mmap()
 #include <sys/stat.h>             // fstat()
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>
@@ -126,32 +125,10 @@ typedef _PyPerfTrampolineFunc py_trampoline;
 Py_ssize_t _PyPerf_code_index = -1;
 
 #define NBACKENDS 2
-/* Arenas start at one page (enough for start-up) and double up to 64 KiB
-   or one page, whichever is larger (kernels with 64 KiB pages exist), so
-   that a short run does not pay for filling memory it never uses. */
-#define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
 
 
 /* ---- Trampolines -------------------------------------------------------- */
-
-typedef struct {
-    PyCodeObject *code;           /* borrowed; NULL once the code dies */
-    unsigned char described;      /* bit i: backends[i] has an entry */
-    unsigned char running;        /* see mark_running() */
-    unsigned int generation;      /* `described` is of this generation */
-} slot_info;
-
-typedef struct arena {
-    struct arena *prev;
-    char *start;                  /* read+execute */
-    size_t size;                  /* bytes at start */
-    size_t slot_size;             /* distance between two trampolines */
-    size_t nslots;
-    size_t nused;                 /* slots handed out */
-    int inherited;                /* made by the parent of a fork() */
-    slot_info *info;              /* one per slot */
-} arena;
 
 typedef struct {
     const _PyPerfBackend *backend;
@@ -160,8 +137,6 @@ typedef struct {
 } backend_state;
 
 static struct {
-    size_t code_size;             /* bytes of the template */
-    arena *arenas;                /* newest first */
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
     int atfork_registered;
@@ -174,96 +149,6 @@ static struct {
         {&_PyPerf_JitDumpBackend, NULL, 0},
     },
 };
-
-/* A new arena of trampolines `slot_size` bytes apart. */
-static arena *
-arena_new(size_t slot_size)
-{
-    static size_t page;
-    if (page == 0) {
-        long n = sysconf(_SC_PAGESIZE);
-        page = n > 0 ? (size_t)n : 4096;
-    }
-    size_t max = page > ARENA_MAX_SIZE ? page : ARENA_MAX_SIZE;
-    size_t size = perf.arenas == NULL ? page : perf.arenas->size * 2;
-    size = size < max ? size : max;
-    while (size < slot_size) {
-        size *= 2;
-    }
-    size_t nslots = size / slot_size;
-    size_t info_size = nslots * sizeof(slot_info);
-    arena *a = PyMem_RawCalloc(1, sizeof(arena));
-    if (a == NULL) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* Fresh anonymous pages are zeroed: the slot records need no memset,
-       and the gaps between trampolines are zeros. */
-    slot_info *info = mmap(NULL, info_size, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (info == MAP_FAILED) {
-        goto fail;
-    }
-    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-        int saved = errno;
-        munmap(info, info_size);
-        errno = saved;
-        goto fail;
-    }
-    /* One copy of the template, then doubling copies of the filled part. */
-    memcpy(mem, _Py_trampoline_func_start, perf.code_size);
-    for (size_t done = 1; done < nslots; done *= 2) {
-        size_t n = done < nslots - done ? done : nslots - done;
-        memcpy(mem + done * slot_size, mem, n * slot_size);
-    }
-    if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
-        int saved = errno;
-        munmap(mem, size);
-        munmap(info, info_size);
-        errno = saved;
-        goto fail;
-    }
-    __builtin___clear_cache(mem, mem + size);
-    a->start = mem;
-    a->size = size;
-    a->slot_size = slot_size;
-    a->nslots = nslots;
-    a->info = info;
-    a->prev = perf.arenas;
-    perf.arenas = a;
-    return a;
-fail:;
-    int saved = errno;
-    PyMem_RawFree(a);
-    errno = saved;
-    return NULL;
-}
-
-static slot_info *
-slot_of(const char *tramp)
-{
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        if (tramp >= a->start && tramp < a->start + a->size) {
-            return &a->info[(size_t)(tramp - a->start) / a->slot_size];
-        }
-    }
-    return NULL;
-}
-
-/* co_extra free function: the code object is going away. */
-static void
-forget_code(void *tramp)
-{
-    if (tramp != NULL) {
-        slot_info *info = slot_of(tramp);
-        if (info != NULL) {
-            info->code = NULL;
-        }
-    }
-}
-
 
 /* Once: does _PyPerfTrampoline_Of() read co_extra as _PyCode_GetExtra()
    does?  (It would not on a tree whose codeobject.c changed the layout.) */
@@ -278,7 +163,7 @@ check_extra_layout(void)
     int ok = (_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index,
                                &probe) == 0
               && (void *)_PyPerfTrampoline_Of(co) == (void *)&probe);
-    /* Not a trampoline: keep forget_code() from looking for it. */
+    /* Not a trampoline: keep _PyPerfArena_ForgetCode() from looking for it. */
     (void)_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index, NULL);
     Py_DECREF(co);
     if (!ok) {
@@ -346,7 +231,7 @@ static unsigned int generation;
 
 /* Has backend `bit` described the slot in this process's file? */
 static inline int
-is_described(const slot_info *info, int bit)
+is_described(const _PyPerfSlot *info, int bit)
 {
     return info->generation == generation && (info->described & (1 << bit));
 }
@@ -386,27 +271,18 @@ set_trampoline(PyCodeObject *code, char *tramp)
    backend `st` needs.  NULL otherwise. */
 static char *
 trampoline_at(backend_state *st, PyCodeObject *code, Py_ssize_t index,
-              slot_info **info_p)
+              _PyPerfSlot **info_p)
 {
     char *tramp = extra_at(code, index);
     if (tramp == NULL) {
         return NULL;
     }
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        if (tramp < a->start || tramp >= a->start + a->size) {
-            continue;
-        }
-        size_t offset = (size_t)(tramp - a->start);
-        size_t i = offset / a->slot_size;
-        if (offset % a->slot_size != 0 || i >= a->nused
-            || a->info[i].code != code || a->slot_size < st->slot_size)
-        {
-            return NULL;
-        }
-        *info_p = &a->info[i];
-        return tramp;
+    _PyPerfSlot *info = _PyPerfSlot_Find(tramp, code, st->slot_size);
+    if (info == NULL) {
+        return NULL;
     }
-    return NULL;
+    *info_p = info;
+    return tramp;
 }
 
 /* In a child of fork() that took a co_extra index of its own: the
@@ -414,7 +290,7 @@ trampoline_at(backend_state *st, PyCodeObject *code, Py_ssize_t index,
    child's index too.  NULL if there is none to reuse. */
 static char *
 inherited_trampoline(backend_state *st, PyCodeObject *code,
-                     slot_info **info_p)
+                     _PyPerfSlot **info_p)
 {
     if (base_index < 0 || base_index == _PyPerf_code_index) {
         return NULL;
@@ -435,10 +311,10 @@ inherited_trampoline(backend_state *st, PyCodeObject *code,
 static int
 take_child_index(void)
 {
-    if (_PyPerf_code_index < 0 || perf.arenas == NULL) {
+    if (_PyPerf_code_index < 0 || _PyPerf_arenas == NULL) {
         return -1;
     }
-    Py_ssize_t index = _PyEval_RequestCodeExtraIndex(forget_code);
+    Py_ssize_t index = _PyEval_RequestCodeExtraIndex(_PyPerfArena_ForgetCode);
     if (index < 0) {
         return -1;
     }
@@ -449,7 +325,7 @@ take_child_index(void)
     return 0;
 }
 
-static int describe(backend_state *st, const char *tramp, slot_info *info,
+static int describe(backend_state *st, const char *tramp, _PyPerfSlot *info,
                     int bit);
 
 /* Describe the trampolines of the frames on this thread's stack (after
@@ -463,7 +339,7 @@ describe_running(backend_state *st)
     for (_PyInterpreterFrame *f = tstate->cframe->current_frame; f != NULL;
          f = f->previous)
     {
-        slot_info *info;
+        _PyPerfSlot *info;
         char *tramp = trampoline_at(st, f->f_code, base_index, &info);
         if (tramp != NULL && !is_described(info, bit)
             && describe(st, tramp, info, bit) < 0)
@@ -476,9 +352,9 @@ describe_running(backend_state *st)
 
 /* Describe one slot to the active backend. */
 static int
-describe(backend_state *st, const char *tramp, slot_info *info, int bit)
+describe(backend_state *st, const char *tramp, _PyPerfSlot *info, int bit)
 {
-    if (st->backend->write_entry(st->file, tramp, perf.code_size,
+    if (st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
                                  info->code) < 0) {
         return -1;
     }
@@ -495,29 +371,18 @@ describe(backend_state *st, const char *tramp, slot_info *info, int bit)
    and make it the code object's.  NULL with errno set if that cannot be
    done. */
 static char *
-assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
+assign_slot(backend_state *st, PyCodeObject *code, _PyPerfSlot **info_p)
 {
-    arena *a = perf.arenas;
-    /* Not in an arena inherited through fork(): perf names an anonymous
-       mapping after the process that created it, and would look up the
-       child's new trampolines in the parent's file. */
-    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size
-        || a->inherited)
-    {
-        a = arena_new(st->slot_size);
-        if (a == NULL) {
-            return NULL;
-        }
+    char *tramp = _PyPerfSlot_Next(st->slot_size);
+    if (tramp == NULL) {
+        return NULL;
     }
-    char *tramp = a->start + a->nused * a->slot_size;
     if (set_trampoline(code, tramp) < 0) {
         PyErr_Clear();
         errno = ENOMEM;
         return NULL;
     }
-    slot_info *info = &a->info[a->nused++];
-    info->code = code;
-    *info_p = info;
+    *info_p = _PyPerfSlot_Take(code);
     return tramp;
 }
 
@@ -534,7 +399,7 @@ mark_running(void)
                                  ? t->cframe->current_frame : NULL;
         for (; f != NULL; f = f->previous) {
             char *tramp = extra_at(f->f_code, _PyPerf_code_index);
-            slot_info *info = tramp != NULL ? slot_of(tramp) : NULL;
+            _PyPerfSlot *info = tramp != NULL ? _PyPerfSlot_Of(tramp) : NULL;
             if (info != NULL && info->code == f->f_code) {
                 info->running = 1;
             }
@@ -557,9 +422,9 @@ describe_all(backend_state *st)
     int rc = 0;
     mark_running();
     /* Arenas that assign_slot() adds go in front of this one. */
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
+    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
-            slot_info *info = &a->info[i];
+            _PyPerfSlot *info = &a->info[i];
             char *tramp = a->start + i * a->slot_size;
             int running = info->running;
             info->running = 0;
@@ -571,7 +436,7 @@ describe_all(backend_state *st)
                     rc = -1;
                     continue;
                 }
-                slot_info *moved;
+                _PyPerfSlot *moved;
                 char *new_tramp = assign_slot(st, info->code, &moved);
                 if (new_tramp != NULL) {
                     info->code = NULL;
@@ -613,9 +478,7 @@ atfork_child(void)
             _PyPerfFile_Drop(perf.backends[i].file);
         }
     }
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        a->inherited = 1;
-    }
+    _PyPerfArena_MarkInherited();
     /* Taken by atfork_prepare() in the thread that forked, which is the
        child's only thread. */
     pthread_mutex_unlock(&_PyPerf_files_lock);
@@ -663,8 +526,6 @@ find_backend(const char *name)
 static int
 open_backend(backend_state *st)
 {
-    perf.code_size = (size_t)(_Py_trampoline_func_end
-                              - _Py_trampoline_func_start);
     /* Before any file is open: a forked child must not write to it. */
     if (!perf.atfork_registered) {
         int rc = pthread_atfork(atfork_prepare, atfork_parent,
@@ -692,7 +553,7 @@ open_backend(backend_state *st)
             return -1;
         }
     }
-    size_t size = st->backend->bytes_per_code(perf.code_size);
+    size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize());
     st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
     return 0;
 }
@@ -759,9 +620,7 @@ _PyPerf_Activate(const char *name)
         return 0;
     }
     if (_PyPerf_code_index < 0) {
-        perf.code_size = (size_t)(_Py_trampoline_func_end
-                                  - _Py_trampoline_func_start);
-        _PyPerf_code_index = _PyEval_RequestCodeExtraIndex(forget_code);
+        _PyPerf_code_index = _PyEval_RequestCodeExtraIndex(_PyPerfArena_ForgetCode);
         if (_PyPerf_code_index < 0) {
             PyErr_SetString(PyExc_RuntimeError,
                             "no co_extra index left for stack trampolines");
@@ -899,11 +758,7 @@ _PyPerfTrampoline_Fini(void)
        samples taken there. */
     _PyPerf_code_index = -1;
     base_index = -1;
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
-            a->info[i].code = NULL;
-        }
-    }
+    _PyPerfArena_ForgetCodes();
     /* Until the next initialization (embedding applications may have
        one): finalizers still run Python code, and may call
        sys.activate_stack_trampoline(). */
@@ -928,7 +783,7 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     }
     backend_state *st = perf.active;
     int bit = (int)(st - perf.backends);
-    slot_info *info;
+    _PyPerfSlot *info;
     char *tramp = inherited_trampoline(st, code, &info);
     if (tramp == NULL) {
         tramp = assign_slot(st, code, &info);
