@@ -42,7 +42,7 @@ new_files_of() {
         0001-build-*)
             echo Python/perf_trampoline.c Python/perf_jit_trampoline.c \
                  Python/perf_file.c Python/perf_names.c Python/perf_map.c \
-                 Python/perf_api.c Python/perf_arena.c \
+                 Python/perf_api.c Python/perf_arena.c Python/perf_stack.c \
                  Python/perf_internal.h \
                  Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h ;;
         tests) echo 'Lib/test/*' ;;
