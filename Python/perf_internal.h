@@ -125,6 +125,40 @@ extern void _PyPerfArena_MarkInherited(void);
 /* Finalization: the code objects die; the slots stay used. */
 extern void _PyPerfArena_ForgetCodes(void);
 
+/* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
+
+/* A backend, as the core keeps it. */
+typedef struct {
+    const _PyPerfBackend *backend;
+    _PyPerfFile *file;            /* NULL until first activated */
+    size_t slot_size;             /* trampoline spacing it needs */
+    int bit;                      /* its bit in _PyPerfSlot.described */
+} _PyPerfBackendState;
+
+/* The first activation: take a co_extra index and check the layout.  0,
+   or -1 with an exception set. */
+extern int _PyPerfCode_Init(void);
+/* Finalization: forget the index and the code objects of the slots. */
+extern void _PyPerfCode_Fini(void);
+/* In the child of fork(): a co_extra index of its own (0), or none left
+   (-1: the child then describes everything it inherited at once). */
+extern int _PyPerfCode_TakeChildIndex(void);
+/* The child moves to files of its own: forget what the parent's files
+   described. */
+extern void _PyPerfCode_NewGeneration(void);
+/* Make `code` a trampoline spaced as `st` needs: the one it inherited, or
+   a new one.  NULL and errno. */
+extern char *_PyPerfCode_Trampoline(_PyPerfBackendState *st,
+                                    PyCodeObject *code, _PyPerfSlot **info);
+/* Describe one trampoline to `st` unless it already has.  0, or -1 and
+   errno. */
+extern int _PyPerfCode_Describe(_PyPerfBackendState *st, const char *tramp,
+                                _PyPerfSlot *info);
+/* Describe every live trampoline `st` has not seen yet, or only those of
+   the frames on this thread's stack (a child of fork()). */
+extern int _PyPerfCode_DescribeAll(_PyPerfBackendState *st);
+extern int _PyPerfCode_DescribeRunning(_PyPerfBackendState *st);
+
 /* ---- The core (Python/perf_trampoline.c), for Python/perf_api.c ------- */
 
 /* Turn the backend `name` on.  Returns 0 when active, 1 when the file
