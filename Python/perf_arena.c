@@ -11,7 +11,7 @@
  * Trampolines are never reused: a later owner of the same addresses would
  * be misnamed in samples taken before.  Each slot has a record, beside the
  * arena: its code object (forgotten when the code object dies), and bits
- * that Python/perf_trampoline.c keeps there about which backends have
+ * that Python/perf_codes.c keeps there about which backends have
  * been told about it, in which generation of forked children.
  *
  * Arenas start at one page (enough for start-up) and double up to 64 KiB

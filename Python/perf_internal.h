@@ -87,7 +87,7 @@ _PyPerf_CodeSize(void)
 typedef struct {
     PyCodeObject *code;           /* borrowed; NULL once the code dies */
     unsigned char described;      /* bit i: backends[i] has an entry */
-    unsigned char running;        /* perf_trampoline.c: mark_running() */
+    unsigned char running;        /* perf_codes.c: mark_running() */
     unsigned int generation;      /* `described` is of this generation */
 } _PyPerfSlot;
 

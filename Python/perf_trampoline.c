@@ -117,7 +117,7 @@ static struct {
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
     int atfork_registered;
-    int persist_after_fork;       /* see the C API */
+    int persist_after_fork;       /* PyUnstable_..._SetPersistAfterFork() */
     volatile int forked;          /* set in a child, until files move */
     int finalized;                /* _PyPerfTrampoline_Fini() has run */
 } perf = {
