@@ -24,7 +24,8 @@
  *     JIT_CODE_CLOSE at normal exit
  *
  * Creating, writing and forking the file are the shared machinery's
- * (Python/perf_trampoline.c); this backend only produces bytes.
+ * (Python/perf_file.c, Python/perf_trampoline.c); this backend only
+ * produces bytes, and calls only the writer and the symbol names.
  *
  * The unwind table
  * ----------------
@@ -59,7 +60,7 @@
  */
 
 #include "Python.h"
-#include "pycore_perf_trampoline.h"
+#include "perf_internal.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 

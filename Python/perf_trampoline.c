@@ -43,575 +43,94 @@
  * trampoline and one evaluator entry, and nothing but a test while no
  * backend is active.
  *
- * Trampolines
- * -----------
- * Copies live in arenas of executable memory.  An arena is mapped
- * writable, filled with as many copies of the template as fit, then made
- * read+execute; it is never writable and executable at once, and handing out
- * a trampoline is just taking the next slot.  Slots are 16 bytes apart, or
- * more when the active backend needs room after each trampoline (the
- * jitdump's: 96, see Python/perf_jit_trampoline.c).  A code object finds its
- * trampoline through its co_extra slot (one index requested from the
- * interpreter).  Trampolines are never reused: a later owner of the same
- * addresses would be misnamed in samples taken before.  Each slot remembers
- * its code object (forgotten when the code object dies) and which backends
- * have been told about it in this process, so that switching backends
- * re-describes exactly the live trampolines (and those that running frames
- * are in, when they were replaced for a backend that needs more room), and
- * a forked child those it runs (see "Forked children" below).
+ * Trampolines and backends
+ * ------------------------
+ * Copies of the template live in arenas of executable memory, one slot
+ * per code object, never reused (Python/perf_arena.c).  A code object
+ * finds its trampoline through its co_extra slot, and each slot remembers
+ * which backends have described it, in which generation of forked
+ * children (Python/perf_codes.c).  A backend (_PyPerfBackend: init / write
+ * entry / fini) turns trampolines into one file format: the perf map
+ * (Python/perf_map.c) or the jitdump (Python/perf_jit_trampoline.c); the
+ * writer (Python/perf_file.c) owns everything else about the files: safe
+ * creation in /tmp, appending whole records among other writers, stale
+ * files.  Failure to create or write a file, or to map executable memory,
+ * is a RuntimeWarning; the backend turns off and the program runs on.
  *
- * Backends and files
- * ------------------
- * A backend (_PyPerfBackend: init / write entry / fini) turns trampolines
- * into one file format: the perf map here, the jitdump in
- * Python/perf_jit_trampoline.c.  This file owns everything else about the
- * files: /tmp/<name>-<pid>.<ext> is created 0600 without following
- * symlinks, and refused unless it is a regular file of ours with one link.
- * The map is the process's, not ours alone: a JIT or an agent in the
- * same process may write to it too (through the PyUnstable_ C API at the
- * end of this file, or on its own).  So a file is only ever appended to,
- * each record with one write() of its own (O_APPEND keeps it whole among
- * other writers), and never cut (but for a record of ours that the disk
- * had room for only in part), grown ahead or mapped for writing: a
- * killed process, or a child leaving through os._exit(), leaves whole
- * records naming every trampoline it ran, and another writer that
- * truncates the file costs lines, never the process.  Content written
- * before this process started (exec() keeps the process: lines of a host
- * that wrote before it ran or loaded us stay) is a stale file of an
- * earlier process with our pid, and is emptied (perf would give our
- * addresses its names).  After fork() the child drops the parent's
- * descriptors, puts new trampolines in arenas of its own (perf names an
- * inherited mapping after the parent) and, once the interpreter's at-fork
- * hooks have run, starts files named for its own pid.
+ * After fork() the child drops the parent's descriptors, puts new
+ * trampolines in arenas of its own (perf names an inherited mapping after
+ * the parent) and, once the interpreter's at-fork hooks have run, starts
+ * files named for its own pid, describing only what it runs.  Trampolines
+ * are made and described with the GIL held; _PyPerf_files_lock serializes
+ * opening and closing files with the C API's callers, which may hold no
+ * GIL, and with fork(), which waits for it (a child never sees a file half
+ * opened).
  *
- * Failure to create or write a file is a RuntimeWarning; the backend
- * turns off and the program runs on.  Trampolines are made and described
- * with the GIL held; files_lock serializes opening and closing them with
- * the C API's callers, which may hold no GIL, and with fork(), which waits
- * for it (a child never sees a file half opened).
+ * The files
+ * ---------
+ * Each file opens with its own design comment, and calls only the files
+ * below it in this list (Python/perf_internal.h declares what they share;
+ * Include/internal/pycore_perf_trampoline.h what the interpreter uses):
  *
- * This file, in order: files (opening, appending: the writer), trampolines
- * (arenas, slots, describing them to a backend), forked children,
- * activation, the call path, the native stack budget, symbol names, the
- * map backend, the C API, start-up and the sys functions.  Each part
- * calls only the parts above it (and the backends, through their
- * interface); the backends call only the writer and the symbol names.
+ *     perf_api.c           the PyUnstable_ C API, -X / environment at
+ *                          start-up, the sys functions
+ *     perf_trampoline.c    this file: activation, forks, finalization,
+ *                          the hook and the slow side of the call path
+ *     perf_codes.c         co_extra, fork generations, describing
+ *                          trampolines to a backend
+ *     perf_map.c           the backends: records of the perf map and
+ *     perf_jit_trampoline.c  of the jitdump
+ *     perf_arena.c         executable memory, slots
+ *     perf_file.c          the writer
+ *     perf_names.c         the symbol names and hex of the records
+ *     perf_stack.c         the native stack budget (for ceval.c)
+ *
+ * (The core calls the backends only through their interface, and the
+ * backends call only the writer and the symbol names.)
  */
 
 #include "Python.h"
 #include "pycore_ceval.h"         // _PyEval_EvalFrameDefault()
 #include "pycore_frame.h"         // _PyInterpreterFrame
 #include "pycore_interp.h"        // PyInterpreterState.eval_frame
-#include "pycore_perf_trampoline.h"
 #include "pycore_pyerrors.h"      // _PyErr_Fetch()
 #include "pycore_pystate.h"       // _PyInterpreterState_GET()
+#include "perf_internal.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <errno.h>
-#include <fcntl.h>                // open()
 #include <pthread.h>              // pthread_atfork()
-#include <stdio.h>
 #include <string.h>
-#include <sys/file.h>             // flock()
-#include <sys/mman.h>             // mmap()
-#include <sys/stat.h>             // fstat()
-#include <time.h>                 // clock_gettime()
-#include <unistd.h>
 
 typedef _PyPerfTrampolineFunc py_trampoline;
 
-/* The co_extra index of trampolines (see pycore_perf_trampoline.h), -1
-   before the first activation. */
-Py_ssize_t _PyPerf_code_index = -1;
-
 #define NBACKENDS 2
-/* Arenas start at one page (enough for start-up) and double up to 64 KiB
-   or one page, whichever is larger (kernels with 64 KiB pages exist), so
-   that a short run does not pay for filling memory it never uses. */
-#define ARENA_MAX_SIZE (64 * 1024)
 #define SLOT_ALIGN 16
-/* A record is assembled in a private buffer of RECORD_MAX bytes, then
-   appended to the file with one write(). */
-#define RECORD_MAX (16 * 1024)
 
 
-/* ---- Files -------------------------------------------------------------- */
+/* ---- State -------------------------------------------------------------- */
 
-struct _PyPerfFile {
-    int fd;                       /* -1 when closed */
-    long pid;                     /* the pid in the file name */
-    int kept;                     /* the file had records when opened */
-    char path[64];
-    const char *fail_what;        /* _PyPerfFile_SetFailure(), or NULL */
-    const char *fail_detail;
-    char stage[RECORD_MAX];       /* the record being assembled */
-};
-
-/* Serializes opening and closing files (and the C API's writes) with
-   threads that call the PyUnstable_ perf map functions without the GIL.
-   Records of the trampolines are written with the GIL held, by one
-   write() each, which O_APPEND keeps whole among other writers. */
-static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* Test points: _testinternalcapi can stop a thread at one of the places
-   marked TEST_POINT("name") below, inside a window between two steps, so
-   that a test shows what another thread (or the hook itself) may do there.
-   Never set outside tests; none is on the call path. */
-static void (*test_hook)(const char *where);
-
-void
-_PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
-{
-    test_hook = hook;
-}
-
-#define TEST_POINT(where) \
-    do { \
-        if (test_hook != NULL) { \
-            test_hook(where); \
-        } \
-    } while (0)
-
-/* When this process started, in nanoseconds of the real-time clock as it
-   reads now; -1 if that cannot be had.  The kernel keeps the start in
-   clock ticks since boot (/proc/self/stat, field 22): the start of the
-   process, which exec() keeps, so that lines a host wrote before it ran
-   or loaded us count as the process's; a child of fork() starts anew.
-   The real-time clock minus the boot-time clock, both read now, makes
-   that comparable with file timestamps, and a step of the real-time
-   clock moves both sides alike. */
-static int64_t
-process_start_ns(void)
-{
-    char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    ssize_t n;
-    do {
-        n = read(fd, buf, sizeof(buf) - 1);
-    } while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n <= 0) {
-        return -1;
-    }
-    buf[n] = '\0';
-    /* Field 2, the command name in parentheses, may hold anything: count
-       the fields from its last ')'. */
-    char *p = strrchr(buf, ')');
-    for (int field = 2; p != NULL && field < 22; field++) {
-        p = strchr(p, ' ');
-        p = p != NULL ? p + 1 : NULL;
-    }
-    long hz = sysconf(_SC_CLK_TCK);
-    if (p == NULL || hz <= 0) {
-        return -1;
-    }
-    char *end;
-    unsigned long long ticks = strtoull(p, &end, 10);
-    struct timespec real, boot;
-    if (end == p || clock_gettime(CLOCK_REALTIME, &real) < 0
-        || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
-    {
-        return -1;
-    }
-    int64_t since_boot = (int64_t)(ticks / (unsigned long)hz) * 1000000000
-                         + (int64_t)(ticks % (unsigned long)hz)
-                           * 1000000000 / hz;
-    return ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000
-           + (real.tv_nsec - boot.tv_nsec) + since_boot;
-}
-
-/* Is the file's content from an earlier process that had our pid?  The
-   map belongs to the process, and something else in it (a JIT, an agent,
-   the host that loaded us) may have written lines before our first one:
-   those stay.  Content last written before this process started cannot
-   be its own.  The start is rounded down to a clock tick, and file times
-   come from a coarse clock: two ticks of slack (an earlier process with
-   our pid within 20 ms of our start would need pids to wrap that fast).
-   When the start cannot be had, content is stale. */
-static int
-content_is_stale(const struct stat *st)
-{
-    if (st->st_size == 0) {
-        return 0;
-    }
-    int64_t start = process_start_ns();
-    if (start < 0) {
-        return 1;
-    }
-    long hz = sysconf(_SC_CLK_TCK);
-    int64_t slack = 2 * (int64_t)1000000000 / (hz > 0 ? hz : 100);
-    int64_t written = (int64_t)st->st_mtim.tv_sec * 1000000000
-                      + st->st_mtim.tv_nsec;
-    return written < start - slack;
-}
-
-/* Open the file of this process, for appending.  The name is predictable
-   and /tmp is shared, so nothing found there is trusted: a symlink fails
-   the open (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and
-   anything but a regular file of ours with a single link is left alone.
-   So is a file that another live process holds (flock): one with our pid
-   in another pid namespace that shares /tmp.  A stale file, left by an
-   earlier process with our pid, is emptied: perf would take its names
-   for ours. */
-static int
-file_open(_PyPerfFile *file, const _PyPerfBackend *backend)
-{
-    file->pid = (long)getpid();
-    file->kept = 0;
-    PyOS_snprintf(file->path, sizeof(file->path), backend->path_format,
-                  file->pid);
-    /* Readable too: the jitdump backend maps its file. */
-    int fd = open(file->path,
-                  O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK
-                  | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        return -1;
-    }
-    TEST_POINT("opened");
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        goto fail;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
-        errno = EPERM;
-        goto fail;
-    }
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-        if (errno == EWOULDBLOCK) {
-            errno = EBUSY;
-        }
-        goto fail;
-    }
-    if (fcntl(fd, F_SETFL, O_APPEND) < 0) {
-        goto fail;
-    }
-    if (content_is_stale(&st)) {
-        if (ftruncate(fd, 0) < 0) {
-            goto fail;
-        }
-    }
-    else {
-        file->kept = st.st_size > 0;
-    }
-    file->fd = fd;
-    return 0;
-fail:;
-    int saved = errno;
-    close(fd);
-    errno = saved;
-    return -1;
-}
-
-/* Let go of the file without touching it: in the child of fork(), the
-   descriptor (and its lock) is the parent's. */
-static void
-file_drop(_PyPerfFile *file)
-{
-    if (file->fd >= 0) {
-        close(file->fd);
-        file->fd = -1;
-    }
-}
-
-/* Unlock and close.  (The lock goes with the open file, which a mapping
-   of the file, like the jitdump's marker, would keep alive.) */
-static void
-file_close(_PyPerfFile *file)
-{
-    if (file->fd >= 0) {
-        (void)flock(file->fd, LOCK_UN);
-    }
-    file_drop(file);
-}
-
-
-void *
-_PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
-{
-    if (size > RECORD_MAX) {
-        errno = EMSGSIZE;
-        return NULL;
-    }
-    return file->stage;
-}
-
-/* Take back the `n` bytes of a record that the file had room for only in
-   part (a full disk, a file size limit).  O_APPEND left the descriptor's
-   offset just after them.  If the file still ends there, they are cut
-   off; if another writer has appended since, cutting would take its
-   record instead: they are blanked out in place (spaces and a newline, a
-   line that perf skips), through a descriptor of the same file without
-   O_APPEND.  (The offset is only wrong if a C API caller wrote through
-   the same descriptor in between, on the same full disk.) */
-static void
-take_back(_PyPerfFile *file, size_t n)
-{
-    TEST_POINT("partial");
-    off_t end = lseek(file->fd, 0, SEEK_CUR);
-    struct stat st;
-    if (end < (off_t)n || fstat(file->fd, &st) < 0 || st.st_size < end) {
-        /* (Cut by someone else already.) */
-        return;
-    }
-    if (st.st_size == end) {
-        (void)ftruncate(file->fd, end - (off_t)n);
-        return;
-    }
-    char path[64];
-    PyOS_snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        memset(file->stage, ' ', n - 1);
-        file->stage[n - 1] = '\n';
-        (void)!pwrite(fd, file->stage, n, end - (off_t)n);
-        close(fd);
-    }
-}
-
-/* Append the record with one write(): others may append to the same file
-   (the map is the process's), and a record reaches the file whole or,
-   when the disk is full, not at all (take_back()). */
-int
-_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
-{
-    assert(size <= RECORD_MAX);
-    ssize_t n;
-    do {
-        n = write(file->fd, file->stage, size);
-    } while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)size) {
-        return 0;
-    }
-    if (n >= 0) {
-        int saved = n > 0 ? ENOSPC : EIO;
-        if (n > 0) {
-            take_back(file, (size_t)n);
-        }
-        errno = saved;
-    }
-    return -1;
-}
-
-int
-_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
-{
-    void *room = _PyPerfFile_Reserve(file, size);
-    if (room == NULL) {
-        return -1;
-    }
-    memcpy(room, data, size);
-    return _PyPerfFile_Commit(file, size);
-}
-
-int
-_PyPerfFile_Kept(const _PyPerfFile *file)
-{
-    return file->kept;
-}
-
-int
-_PyPerfFile_Fd(const _PyPerfFile *file)
-{
-    return file->fd;
-}
-
-void
-_PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
-                       const char *detail)
-{
-    file->fail_what = what;
-    file->fail_detail = detail;
-}
-
-
-/* ---- Trampolines -------------------------------------------------------- */
-
-typedef struct {
-    PyCodeObject *code;           /* borrowed; NULL once the code dies */
-    unsigned char described;      /* bit i: backends[i] has an entry */
-    unsigned char running;        /* see mark_running() */
-    unsigned int generation;      /* `described` is of this generation */
-} slot_info;
-
-typedef struct arena {
-    struct arena *prev;
-    char *start;                  /* read+execute */
-    size_t size;                  /* bytes at start */
-    size_t slot_size;             /* distance between two trampolines */
-    size_t nslots;
-    size_t nused;                 /* slots handed out */
-    int inherited;                /* made by the parent of a fork() */
-    slot_info *info;              /* one per slot */
-} arena;
-
-typedef struct {
-    const _PyPerfBackend *backend;
-    _PyPerfFile *file;            /* NULL until first activated */
-    size_t slot_size;             /* trampoline spacing it needs */
-} backend_state;
+typedef _PyPerfBackendState backend_state;
 
 static struct {
-    size_t code_size;             /* bytes of the template */
-    arena *arenas;                /* newest first */
     backend_state backends[NBACKENDS];
     backend_state *active;        /* NULL when off */
     int atfork_registered;
-    int persist_after_fork;       /* see the C API */
+    int persist_after_fork;       /* PyUnstable_..._SetPersistAfterFork() */
     volatile int forked;          /* set in a child, until files move */
     int finalized;                /* _PyPerfTrampoline_Fini() has run */
 } perf = {
     .backends = {
-        {&_PyPerf_MapBackend, NULL, 0},
-        {&_PyPerf_JitDumpBackend, NULL, 0},
+        {&_PyPerf_MapBackend, NULL, 0, 0},
+        {&_PyPerf_JitDumpBackend, NULL, 0, 1},
     },
 };
 
-/* A new arena of trampolines `slot_size` bytes apart. */
-static arena *
-arena_new(size_t slot_size)
-{
-    static size_t page;
-    if (page == 0) {
-        long n = sysconf(_SC_PAGESIZE);
-        page = n > 0 ? (size_t)n : 4096;
-    }
-    size_t max = page > ARENA_MAX_SIZE ? page : ARENA_MAX_SIZE;
-    size_t size = perf.arenas == NULL ? page : perf.arenas->size * 2;
-    size = size < max ? size : max;
-    while (size < slot_size) {
-        size *= 2;
-    }
-    size_t nslots = size / slot_size;
-    size_t info_size = nslots * sizeof(slot_info);
-    arena *a = PyMem_RawCalloc(1, sizeof(arena));
-    if (a == NULL) {
-        errno = ENOMEM;
-        return NULL;
-    }
-    /* Fresh anonymous pages are zeroed: the slot records need no memset,
-       and the gaps between trampolines are zeros. */
-    slot_info *info = mmap(NULL, info_size, PROT_READ | PROT_WRITE,
-                           MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (info == MAP_FAILED) {
-        goto fail;
-    }
-    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-        int saved = errno;
-        munmap(info, info_size);
-        errno = saved;
-        goto fail;
-    }
-    /* One copy of the template, then doubling copies of the filled part. */
-    memcpy(mem, _Py_trampoline_func_start, perf.code_size);
-    for (size_t done = 1; done < nslots; done *= 2) {
-        size_t n = done < nslots - done ? done : nslots - done;
-        memcpy(mem + done * slot_size, mem, n * slot_size);
-    }
-    if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
-        int saved = errno;
-        munmap(mem, size);
-        munmap(info, info_size);
-        errno = saved;
-        goto fail;
-    }
-    __builtin___clear_cache(mem, mem + size);
-    a->start = mem;
-    a->size = size;
-    a->slot_size = slot_size;
-    a->nslots = nslots;
-    a->info = info;
-    a->prev = perf.arenas;
-    perf.arenas = a;
-    return a;
-fail:;
-    int saved = errno;
-    PyMem_RawFree(a);
-    errno = saved;
-    return NULL;
-}
-
-static slot_info *
-slot_of(const char *tramp)
-{
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        if (tramp >= a->start && tramp < a->start + a->size) {
-            return &a->info[(size_t)(tramp - a->start) / a->slot_size];
-        }
-    }
-    return NULL;
-}
-
-/* co_extra free function: the code object is going away. */
-static void
-forget_code(void *tramp)
-{
-    if (tramp != NULL) {
-        slot_info *info = slot_of(tramp);
-        if (info != NULL) {
-            info->code = NULL;
-        }
-    }
-}
-
-
-/* Once: does _PyPerfTrampoline_Of() read co_extra as _PyCode_GetExtra()
-   does?  (It would not on a tree whose codeobject.c changed the layout.) */
-static int
-check_extra_layout(void)
-{
-    static char probe;
-    PyCodeObject *co = PyCode_NewEmpty("<perf>", "<perf>", 1);
-    if (co == NULL) {
-        return -1;
-    }
-    int ok = (_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index,
-                               &probe) == 0
-              && (void *)_PyPerfTrampoline_Of(co) == (void *)&probe);
-    /* Not a trampoline: keep forget_code() from looking for it. */
-    (void)_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index, NULL);
-    Py_DECREF(co);
-    if (!ok) {
-        PyErr_SetString(PyExc_RuntimeError,
-                        "stack trampolines do not know this interpreter's "
-                        "co_extra layout");
-        return -1;
-    }
-    return 0;
-}
-
-/* A RuntimeWarning about a file (errno says why).  Never raises, and
-   keeps an exception that is being propagated: this runs on call paths. */
-static void
-warn_file_error(const char *what, backend_state *st)
-{
-    int saved = errno;
-    const char *path = st->file != NULL ? st->file->path : "?";
-    const char *detail = "";
-    if (st->file != NULL && st->file->fail_what != NULL) {
-        what = st->file->fail_what;
-        detail = st->file->fail_detail;
-    }
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot %s %s%s: %s; the %s "
-                         "backend is off and perf will not name Python "
-                         "functions",
-                         what, path, detail, strerror(saved),
-                         st->backend->name) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    PyErr_Restore(exc, val, tb);
-}
-
-/* The same about executable memory for trampolines (errno says why: an
-   address space limit, a policy that forbids executable mappings). */
+/* A RuntimeWarning about executable memory for trampolines (errno says
+   why: an address space limit, a policy that forbids executable
+   mappings).  Never raises, and keeps an exception that is being
+   propagated: this runs on call paths. */
 static void
 warn_memory_error(backend_state *st)
 {
@@ -628,293 +147,16 @@ warn_memory_error(backend_state *st)
     PyErr_Restore(exc, val, tb);
 }
 
-/* ---- Forked children ----------------------------------------------------
- *
- * A child of fork() inherits every trampoline, and perf names them in two
- * ways.  When it follows the fork, it names the arenas the child
- * inherited from the parent's file (it copies the parent's mappings at
- * the fork), and the child's own arenas from the child's file.  When it
- * is attached to the child alone later (perf record -p), it learns the
- * mappings from /proc and names them all from the child's file.  A
- * sample can only land in a trampoline that was running at the fork or
- * was entered since, so that is all the child's file must describe: the
- * frames on the forking thread's stack at once, every other inherited
- * trampoline when the child first calls it.  A child that exits at once
- * pays for a few records, not for every function alive.
- *
- * To see that first call, the child takes a new co_extra index: every
- * code object then looks new to _PyPerfTrampoline_EvalFrame(), and
- * new_trampoline() finds its inherited trampoline under `base_index`
- * (the index of the first generation, which holds every trampoline
- * handed out in any generation), describes it and stores it under the
- * child's index.  Indexes are a limited resource (255 per interpreter,
- * one per generation: a child of a child takes another); when none is
- * left, or when asked to (PyUnstable_PerfTrampoline_SetPersistAfterFork),
- * the child describes everything at once, as a backend switch does. */
-
-/* co_extra index of the first generation; -1 until a child of fork()
-   takes an index of its own (until then it is _PyPerf_code_index). */
-static Py_ssize_t base_index = -1;
 /* Set while a child of fork() re-activates its parent's backend. */
 static int activating_after_fork;
-/* One more in each child of fork(): slot records of an earlier one tell
-   what was described in the parent's files, and are not rewritten (that
-   would copy every page of them into the child). */
-static unsigned int generation;
 
-/* Has backend `bit` described the slot in this process's file? */
-static inline int
-is_described(const slot_info *info, int bit)
-{
-    return info->generation == generation && (info->described & (1 << bit));
-}
-
-/* The co_extra entry `index` of `code` (NULL when there is none). */
-static char *
-extra_at(PyCodeObject *code, Py_ssize_t index)
-{
-    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
-    if (index >= 0 && extra != NULL && index < extra->size) {
-        return extra->entries[index];
-    }
-    return NULL;
-}
-
-/* Make `tramp` the trampoline of `code`, in this process and (through
-   base_index) in its future children.  -1 with an exception set. */
-static int
-set_trampoline(PyCodeObject *code, char *tramp)
-{
-    if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
-        return -1;
-    }
-    if (base_index >= 0 && base_index != _PyPerf_code_index
-        && _PyCode_SetExtra((PyObject *)code, base_index, tramp) < 0)
-    {
-        /* Only a later child's shortcut is lost: it will give `code` a
-           trampoline of its own. */
-        PyErr_Clear();
-    }
-    return 0;
-}
-
-/* The trampoline stored for `code` under co_extra `index`, with its slot
-   record, if it is still `code`'s (the entry may be another co_extra
-   user's after the interpreter was initialized again) and is spaced as
-   backend `st` needs.  NULL otherwise. */
-static char *
-trampoline_at(backend_state *st, PyCodeObject *code, Py_ssize_t index,
-              slot_info **info_p)
-{
-    char *tramp = extra_at(code, index);
-    if (tramp == NULL) {
-        return NULL;
-    }
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        if (tramp < a->start || tramp >= a->start + a->size) {
-            continue;
-        }
-        size_t offset = (size_t)(tramp - a->start);
-        size_t i = offset / a->slot_size;
-        if (offset % a->slot_size != 0 || i >= a->nused
-            || a->info[i].code != code || a->slot_size < st->slot_size)
-        {
-            return NULL;
-        }
-        *info_p = &a->info[i];
-        return tramp;
-    }
-    return NULL;
-}
-
-/* In a child of fork() that took a co_extra index of its own: the
-   trampoline `code` got in an earlier generation, now stored under the
-   child's index too.  NULL if there is none to reuse. */
-static char *
-inherited_trampoline(backend_state *st, PyCodeObject *code,
-                     slot_info **info_p)
-{
-    if (base_index < 0 || base_index == _PyPerf_code_index) {
-        return NULL;
-    }
-    char *tramp = trampoline_at(st, code, base_index, info_p);
-    if (tramp == NULL) {
-        return NULL;
-    }
-    if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
-        PyErr_Clear();
-        return NULL;
-    }
-    return tramp;
-}
-
-/* Give the child its own co_extra index (see above).  0 on success, -1
-   when there is no index left (or nothing was ever handed out). */
-static int
-take_child_index(void)
-{
-    if (_PyPerf_code_index < 0 || perf.arenas == NULL) {
-        return -1;
-    }
-    Py_ssize_t index = _PyEval_RequestCodeExtraIndex(forget_code);
-    if (index < 0) {
-        return -1;
-    }
-    if (base_index < 0) {
-        base_index = _PyPerf_code_index;
-    }
-    _PyPerf_code_index = index;
-    return 0;
-}
-
-static int describe(backend_state *st, const char *tramp, slot_info *info,
-                    int bit);
-
-/* Describe the trampolines of the frames on this thread's stack (after
-   fork(), the only thread).  Inherited trampolines entered later are
-   described by new_trampoline(). */
-static int
-describe_running(backend_state *st)
-{
-    int bit = (int)(st - perf.backends);
-    PyThreadState *tstate = _PyThreadState_GET();
-    for (_PyInterpreterFrame *f = tstate->cframe->current_frame; f != NULL;
-         f = f->previous)
-    {
-        slot_info *info;
-        char *tramp = trampoline_at(st, f->f_code, base_index, &info);
-        if (tramp != NULL && !is_described(info, bit)
-            && describe(st, tramp, info, bit) < 0)
-        {
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Describe one slot to the active backend. */
-static int
-describe(backend_state *st, const char *tramp, slot_info *info, int bit)
-{
-    if (st->backend->write_entry(st->file, tramp, perf.code_size,
-                                 info->code) < 0) {
-        return -1;
-    }
-    if (info->generation != generation) {
-        info->generation = generation;
-        info->described = 0;
-    }
-    info->described |= (unsigned char)(1 << bit);
-    return 0;
-}
-
-/* Give `code` the next free trampoline, spaced as backend `st` needs
-   (an arena made for a backend that needed less room is left as it is),
-   and make it the code object's.  NULL with errno set if that cannot be
-   done. */
-static char *
-assign_slot(backend_state *st, PyCodeObject *code, slot_info **info_p)
-{
-    arena *a = perf.arenas;
-    /* Not in an arena inherited through fork(): perf names an anonymous
-       mapping after the process that created it, and would look up the
-       child's new trampolines in the parent's file. */
-    if (a == NULL || a->nused == a->nslots || a->slot_size < st->slot_size
-        || a->inherited)
-    {
-        a = arena_new(st->slot_size);
-        if (a == NULL) {
-            return NULL;
-        }
-    }
-    char *tramp = a->start + a->nused * a->slot_size;
-    if (set_trampoline(code, tramp) < 0) {
-        PyErr_Clear();
-        errno = ENOMEM;
-        return NULL;
-    }
-    slot_info *info = &a->info[a->nused++];
-    info->code = code;
-    *info_p = info;
-    return tramp;
-}
-
-/* Mark the trampolines of the code objects that have frames running, on
-   any thread of the main interpreter (whose frames are the only ones run
-   through trampolines).  A frame that runs inline has none, and its mark
-   is only one description too many. */
-static void
-mark_running(void)
-{
-    PyInterpreterState *interp = _PyInterpreterState_Main();
-    for (PyThreadState *t = interp->threads.head; t != NULL; t = t->next) {
-        _PyInterpreterFrame *f = t->cframe != NULL
-                                 ? t->cframe->current_frame : NULL;
-        for (; f != NULL; f = f->previous) {
-            char *tramp = extra_at(f->f_code, _PyPerf_code_index);
-            slot_info *info = tramp != NULL ? slot_of(tramp) : NULL;
-            if (info != NULL && info->code == f->f_code) {
-                info->running = 1;
-            }
-        }
-    }
-}
-
-/* Describe every live trampoline the backend has not seen yet.  One that
-   sits closer to its neighbours than this backend needs (made for another
-   one) is replaced: its code object gets a new trampoline for its next
-   calls.  Frames running in the old one finish there, so it is described
-   too, as it is: its neighbours never run again, unless they are running
-   too, and then their description cuts off the end of this one (where
-   the jitdump's unwind table is: DWARF unwinding stops there, as it would
-   in an undescribed trampoline). */
-static int
-describe_all(backend_state *st)
-{
-    int bit = (int)(st - perf.backends);
-    int rc = 0;
-    mark_running();
-    /* Arenas that assign_slot() adds go in front of this one. */
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
-            slot_info *info = &a->info[i];
-            char *tramp = a->start + i * a->slot_size;
-            int running = info->running;
-            info->running = 0;
-            if (rc < 0 || info->code == NULL || is_described(info, bit)) {
-                continue;
-            }
-            if (a->slot_size < st->slot_size) {
-                if (running && describe(st, tramp, info, bit) < 0) {
-                    rc = -1;
-                    continue;
-                }
-                slot_info *moved;
-                char *new_tramp = assign_slot(st, info->code, &moved);
-                if (new_tramp != NULL) {
-                    info->code = NULL;
-                    info = moved;
-                    tramp = new_tramp;
-                }
-                else if (running) {
-                    continue;
-                }
-            }
-            if (describe(st, tramp, info, bit) < 0) {
-                /* On through the arenas, to clear the marks. */
-                rc = -1;
-            }
-        }
-    }
-    return rc;
-}
-
-/* What activate() describes: every live trampoline, or only the running
-   ones when a child of fork() re-activates its parent's backend. */
+/* What _PyPerf_Activate() describes: every live trampoline, or only the
+   running ones when a child of fork() re-activates its parent's backend. */
 static int
 describe_activated(backend_state *st)
 {
-    return activating_after_fork ? describe_running(st) : describe_all(st);
+    return activating_after_fork ? _PyPerfCode_DescribeRunning(st)
+                                 : _PyPerfCode_DescribeAll(st);
 }
 
 /* ---- Activation --------------------------------------------------------- */
@@ -928,32 +170,31 @@ atfork_child(void)
 {
     for (int i = 0; i < NBACKENDS; i++) {
         if (perf.backends[i].file != NULL) {
-            file_drop(perf.backends[i].file);
+            _PyPerfFile_Drop(perf.backends[i].file);
         }
     }
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        a->inherited = 1;
-    }
+    _PyPerfArena_MarkInherited();
     /* Taken by atfork_prepare() in the thread that forked, which is the
        child's only thread. */
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     perf.forked = 1;
 }
 
-/* fork() waits for the other threads to leave files_lock: the child then
-   never sees a file half opened or half closed (a descriptor open but not
-   stored, or closed but still stored, which file_drop() would close later,
-   when it may be someone else's), nor a held lock. */
+/* fork() waits for the other threads to leave _PyPerf_files_lock: the
+   child then never sees a file half opened or half closed (a descriptor
+   open but not stored, or closed but still stored, which
+   _PyPerfFile_Drop() would close later, when it may be someone else's),
+   nor a held lock. */
 static void
 atfork_prepare(void)
 {
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
 }
 
 static void
 atfork_parent(void)
 {
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
 /* Forget what was described in the parent's files. */
@@ -961,7 +202,7 @@ static void
 leave_parent_files(void)
 {
     perf.forked = 0;
-    generation++;
+    _PyPerfCode_NewGeneration();
 }
 
 static backend_state *
@@ -976,12 +217,10 @@ find_backend(const char *name)
 }
 
 /* Open the backend's file if it is not open yet.  -1 with errno set.
-   Callers hold files_lock. */
+   Callers hold _PyPerf_files_lock. */
 static int
 open_backend(backend_state *st)
 {
-    perf.code_size = (size_t)(_Py_trampoline_func_end
-                              - _Py_trampoline_func_start);
     /* Before any file is open: a forked child must not write to it. */
     if (!perf.atfork_registered) {
         int rc = pthread_atfork(atfork_prepare, atfork_parent,
@@ -993,32 +232,29 @@ open_backend(backend_state *st)
         perf.atfork_registered = 1;
     }
     if (st->file == NULL) {
-        st->file = PyMem_RawMalloc(sizeof(_PyPerfFile));
+        st->file = _PyPerfFile_New();
         if (st->file == NULL) {
-            errno = ENOMEM;
             return -1;
         }
-        st->file->fd = -1;
     }
-    if (st->file->fd < 0) {
-        st->file->fail_what = NULL;
-        if (file_open(st->file, st->backend) < 0) {
+    if (!_PyPerfFile_IsOpen(st->file)) {
+        if (_PyPerfFile_Open(st->file, st->backend->path_format) < 0) {
             return -1;
         }
         if (st->backend->init(st->file) < 0) {
             int saved = errno;
-            file_close(st->file);
+            _PyPerfFile_Close(st->file);
             errno = saved;
             return -1;
         }
     }
-    size_t size = st->backend->bytes_per_code(perf.code_size);
+    size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize());
     st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
     return 0;
 }
 
-/* Callers hold files_lock: PyUnstable_PerfMapState_Fini() reads
-   perf.active under it. */
+/* Callers hold _PyPerf_files_lock: _PyPerf_CloseMap() reads perf.active
+   under it. */
 static void
 deactivate_locked(void)
 {
@@ -1032,18 +268,16 @@ deactivate_locked(void)
     perf.active = NULL;
 }
 
-static void
-deactivate(void)
+void
+_PyPerf_Deactivate(void)
 {
-    pthread_mutex_lock(&files_lock);
+    pthread_mutex_lock(&_PyPerf_files_lock);
     deactivate_locked();
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
-/* Turn `name` on.  Returns 0 when active, 1 when the file could not be
-   used (a warning was issued), -1 with an exception set. */
-static int
-activate(const char *name)
+int
+_PyPerf_Activate(const char *name)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
@@ -1080,32 +314,21 @@ activate(const char *name)
     {
         return 0;
     }
-    if (_PyPerf_code_index < 0) {
-        perf.code_size = (size_t)(_Py_trampoline_func_end
-                                  - _Py_trampoline_func_start);
-        _PyPerf_code_index = _PyEval_RequestCodeExtraIndex(forget_code);
-        if (_PyPerf_code_index < 0) {
-            PyErr_SetString(PyExc_RuntimeError,
-                            "no co_extra index left for stack trampolines");
-            return -1;
-        }
-        if (check_extra_layout() < 0) {
-            _PyPerf_code_index = -1;
-            return -1;
-        }
+    if (_PyPerf_code_index < 0 && _PyPerfCode_Init() < 0) {
+        return -1;
     }
     if (perf.forked) {
         leave_parent_files();
     }
     /* The new backend's file first: if it cannot be had, the active
        backend, if any, stays as it is.  It becomes the active one before
-       files_lock is let go: from then on, PyUnstable_PerfMapState_Fini()
-       leaves its file open. */
-    pthread_mutex_lock(&files_lock);
+       _PyPerf_files_lock is let go: from then on,
+       PyUnstable_PerfMapState_Fini() leaves its file open. */
+    pthread_mutex_lock(&_PyPerf_files_lock);
     int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
     int saved = errno;
     if (failed == 2) {
-        file_close(st->file);
+        _PyPerfFile_Close(st->file);
     }
     if (!failed) {
         deactivate_locked();
@@ -1113,14 +336,51 @@ activate(const char *name)
         _PyInterpreterState_SetEvalFrameFunc(interp,
                                              _PyPerfTrampoline_EvalFrame);
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     TEST_POINT("activated");
     if (failed) {
         errno = saved;
-        warn_file_error(failed == 1 ? "create" : "write", st);
+        _PyPerfFile_Warn(st->file, failed == 1 ? "create" : "write",
+                         st->backend->name);
         return 1;
     }
     return 0;
+}
+
+const _PyPerfBackend *
+_PyPerf_Active(void)
+{
+    return perf.active != NULL ? perf.active->backend : NULL;
+}
+
+void
+_PyPerf_AllowActivation(void)
+{
+    perf.finalized = 0;
+}
+
+void
+_PyPerf_SetPersistAfterFork(int enable)
+{
+    perf.persist_after_fork = enable;
+}
+
+_PyPerfFile *
+_PyPerf_OpenMap(void)
+{
+    backend_state *st = &perf.backends[0];
+    return open_backend(st) < 0 ? NULL : st->file;
+}
+
+void
+_PyPerf_CloseMap(void)
+{
+    backend_state *st = &perf.backends[0];
+    if (perf.active != st && st->file != NULL
+        && _PyPerfFile_IsOpen(st->file))
+    {
+        _PyPerfFile_Close(st->file);
+    }
 }
 
 /* Set in a child of fork() while PyOS_AfterFork_Child() runs the at-fork
@@ -1144,12 +404,12 @@ _PyPerfTrampoline_AfterForkChild(void)
     backend_state *st = perf.active;
     leave_parent_files();
     if (st != NULL) {
-        deactivate();
+        _PyPerf_Deactivate();
         /* Asked to persist what it inherited (the C API), or without an
            index of its own, the child describes all of it at once. */
         activating_after_fork = !perf.persist_after_fork
-                                && take_child_index() == 0;
-        if (activate(st->backend->name) < 0) {
+                                && _PyPerfCode_TakeChildIndex() == 0;
+        if (_PyPerf_Activate(st->backend->name) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
         activating_after_fork = 0;
@@ -1166,29 +426,23 @@ _PyPerfTrampoline_Fini(void)
     }
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
-    deactivate();
-    pthread_mutex_lock(&files_lock);
+    _PyPerf_Deactivate();
+    pthread_mutex_lock(&_PyPerf_files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
         backend_state *st = &perf.backends[i];
-        if (st->file != NULL && st->file->fd >= 0) {
+        if (st->file != NULL && _PyPerfFile_IsOpen(st->file)) {
             st->backend->fini(st->file);
-            file_close(st->file);
+            _PyPerfFile_Close(st->file);
         }
     }
-    pthread_mutex_unlock(&files_lock);
+    pthread_mutex_unlock(&_PyPerf_files_lock);
     PyErr_Restore(exc, val, tb);
     /* The next interpreter (Py_Initialize() again) hands out co_extra
        indexes anew, and the code objects the slots point to die with this
        one: forget both.  The arenas stay mapped, and their used slots
        used: a daemon thread may still be inside one, and perf may name
        samples taken there. */
-    _PyPerf_code_index = -1;
-    base_index = -1;
-    for (arena *a = perf.arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
-            a->info[i].code = NULL;
-        }
-    }
+    _PyPerfCode_Fini();
     /* Until the next initialization (embedding applications may have
        one): finalizers still run Python code, and may call
        sys.activate_stack_trampoline(). */
@@ -1198,8 +452,8 @@ _PyPerfTrampoline_Fini(void)
 
 /* ---- The call path ------------------------------------------------------ */
 
-static py_trampoline
-new_trampoline(PyCodeObject *code)
+py_trampoline
+_PyPerf_NewTrampoline(PyCodeObject *code)
 {
     if (perf.forked) {
         if (in_child_hooks) {
@@ -1212,28 +466,24 @@ new_trampoline(PyCodeObject *code)
         }
     }
     backend_state *st = perf.active;
-    int bit = (int)(st - perf.backends);
-    slot_info *info;
-    char *tramp = inherited_trampoline(st, code, &info);
-    if (tramp == NULL) {
-        tramp = assign_slot(st, code, &info);
-    }
+    _PyPerfSlot *info;
+    char *tramp = _PyPerfCode_Trampoline(st, code, &info);
     /* Off before the warning, whose Python code (a showwarning(), a
        logging handler) would otherwise make trampolines and write to a
        file that just failed. */
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
         int saved = errno;
-        deactivate();
+        _PyPerf_Deactivate();
         errno = saved;
         warn_memory_error(st);
         return NULL;
     }
-    if (!is_described(info, bit) && describe(st, tramp, info, bit) < 0) {
+    if (_PyPerfCode_Describe(st, tramp, info) < 0) {
         int saved = errno;
-        deactivate();
+        _PyPerf_Deactivate();
         errno = saved;
-        warn_file_error("write", st);
+        _PyPerfFile_Warn(st->file, "write", st->backend->name);
     }
     return (py_trampoline)tramp;
 }
@@ -1250,74 +500,6 @@ call_trampoline(py_trampoline tramp, PyThreadState *tstate,
     return res;
 }
 
-/* ---- Native stack budget ----------------------------------------------- */
-
-/* See PERF_TRAMPOLINE_STACK_WITHIN() in pycore_perf_trampoline.h.  The
-   reserve at the far end of a thread's stack, for the C code called below
-   the budget: a quarter of the stack, at least 256 KiB, but never more
-   than half of it (so that a thread with a small stack still names its
-   outer calls). */
-#define STACK_RESERVE_MIN (256 * 1024)
-
-_Thread_local _PyPerfStackBudget _PyPerf_stack_budget
-    PERF_TRAMPOLINE_TLS_MODEL;
-
-/* The current thread's stack, from the bounds the thread library knows:
-   for the main thread, glibc derives them from RLIMIT_STACK (the stack
-   grows on demand up to it) and from the mapping below the stack.  If
-   they cannot be had, the budget stays empty and calls run inline. */
-static void
-stack_budget_init(_PyPerfStackBudget *budget)
-{
-    budget->known = 1;
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) != 0) {
-        return;
-    }
-    void *base;
-    size_t size;
-    int rc = pthread_attr_getstack(&attr, &base, &size);
-    pthread_attr_destroy(&attr);
-    if (rc != 0) {
-        return;
-    }
-    size_t reserve = size / 4;
-    if (reserve < STACK_RESERVE_MIN) {
-        reserve = Py_MIN(STACK_RESERVE_MIN, size / 2);
-    }
-    budget->low = (uintptr_t)base + reserve;
-    budget->span = size - reserve;
-}
-
-#ifndef Py_ENABLE_SHARED
-int
-_PyPerfTrampoline_StackLeft(void)
-{
-    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
-    if (budget->known) {
-        return 0;
-    }
-    stack_budget_init(budget);
-    return _PyPerf_StackPointer() - budget->low < budget->span;
-}
-#else
-_PyPerfStackCopy _PyPerf_stack_copy;
-
-int
-_PyPerfTrampoline_StackLeft(void)
-{
-    _PyPerfStackBudget *budget = &_PyPerf_stack_budget;
-    if (!budget->known) {
-        stack_budget_init(budget);
-    }
-    PyThreadState *tstate = _PyThreadState_GET();
-    _PyPerf_stack_copy.id = tstate->id;
-    _PyPerf_stack_copy.low = budget->low;
-    _PyPerf_stack_copy.span = budget->span;
-    return _PyPerf_StackPointer() - budget->low < budget->span;
-}
-#endif
-
 /* Out of line: the first call of a code object while a backend is on. */
 static Py_NO_INLINE PyObject *
 eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
@@ -1330,11 +512,11 @@ eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
                nothing here may lose it. */
             PyObject *exc, *val, *tb;
             _PyErr_Fetch(tstate, &exc, &val, &tb);
-            tramp = new_trampoline(frame->f_code);
+            tramp = _PyPerf_NewTrampoline(frame->f_code);
             _PyErr_Restore(tstate, exc, val, tb);
         }
         else {
-            tramp = new_trampoline(frame->f_code);
+            tramp = _PyPerf_NewTrampoline(frame->f_code);
         }
     }
     if (tramp == NULL) {
@@ -1354,432 +536,6 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
     return call_trampoline(tramp, tstate, frame, throwflag);
 }
 
-#endif /* PY_HAVE_PERF_TRAMPOLINE */
-
-
-/* ---- Symbol names ------------------------------------------------------- */
-
-/* Non-zero if a byte of `w` is below 0x20 or equal to 0x7f.  For bytes
-   below 0x80, b - 0x20 borrows into bit 7 exactly when b < 0x20, and
-   (b ^ 0x7f) - 1 does exactly when b == 0x7f; bytes of 0x80 and above
-   (UTF-8 sequences) have bit 7 set in b and are masked out.  A borrow
-   only reaches the next byte from a byte that counts itself. */
-static inline uint64_t
-control_bytes(uint64_t w)
-{
-    const uint64_t ones = 0x0101010101010101ULL;
-    uint64_t x = w ^ (ones * 0x7f);
-    return ((w - ones * 0x20) | (x - ones)) & ~w & (ones * 0x80);
-}
-
-/* Write code point `c` to `out` (room for 6 bytes) as a name may show
-   it; return the byte count.  A name must stay one line of valid UTF-8:
-   control characters (C0, DEL, C1) and the Unicode line and paragraph
-   separators become '?', and a lone surrogate (a file name that is not
-   UTF-8 decodes to those, with surrogateescape) is spelt \udcXX. */
-static size_t
-put_code_point(char *out, Py_UCS4 c)
-{
-    static const char hex[] = "0123456789abcdef";
-    if (c < 0x20 || (c >= 0x7f && c < 0xa0) || c == 0x2028 || c == 0x2029) {
-        out[0] = '?';
-        return 1;
-    }
-    if (c < 0x80) {
-        out[0] = (char)c;
-        return 1;
-    }
-    if (c < 0x800) {
-        out[0] = (char)(0xc0 | (c >> 6));
-        out[1] = (char)(0x80 | (c & 0x3f));
-        return 2;
-    }
-    if (c >= 0xd800 && c <= 0xdfff) {
-        out[0] = '\\';
-        out[1] = 'u';
-        for (int i = 0; i < 4; i++) {
-            out[2 + i] = hex[(c >> (12 - 4 * i)) & 15];
-        }
-        return 6;
-    }
-    if (c < 0x10000) {
-        out[0] = (char)(0xe0 | (c >> 12));
-        out[1] = (char)(0x80 | ((c >> 6) & 0x3f));
-        out[2] = (char)(0x80 | (c & 0x3f));
-        return 3;
-    }
-    out[0] = (char)(0xf0 | (c >> 18));
-    out[1] = (char)(0x80 | ((c >> 12) & 0x3f));
-    out[2] = (char)(0x80 | ((c >> 6) & 0x3f));
-    out[3] = (char)(0x80 | (c & 0x3f));
-    return 4;
-}
-
-/* Append at most `room` bytes of a string that is not ASCII, encoded
-   here, character by character, and cut at a character boundary.
-   PyUnicode_AsUTF8AndSize() would raise for a lone surrogate, and the
-   exception it creates may start the garbage collector, which may run
-   Python code (finalizers, and with them new trampolines) while a record
-   is half assembled. */
-static size_t
-put_unicode_text(char *dst, size_t room, PyObject *str)
-{
-    int kind = PyUnicode_KIND(str);
-    const void *data = PyUnicode_DATA(str);
-    Py_ssize_t len = PyUnicode_GET_LENGTH(str);
-    size_t n = 0;
-    for (Py_ssize_t i = 0; i < len; i++) {
-        char out[6];
-        size_t k = put_code_point(out, PyUnicode_READ(kind, data, i));
-        if (k > room - n) {
-            break;
-        }
-        memcpy(dst + n, out, k);
-        n += k;
-    }
-    return n;
-}
-
-/* Append at most `room` bytes of the UTF-8 text of `str`, as
-   put_code_point() shows each character.  Never raises.  This runs for
-   every new code object: ASCII strings (almost all names) are read
-   straight from the object, eight bytes at a time. */
-static size_t
-put_text(char *dst, size_t room, PyObject *str)
-{
-    Py_ssize_t size = 0;
-    const char *text = NULL;
-    if (str != NULL && PyUnicode_Check(str)) {
-        if (PyUnicode_IS_COMPACT_ASCII(str)) {
-            text = (const char *)PyUnicode_DATA(str);
-            size = PyUnicode_GET_LENGTH(str);
-        }
-        else if (PyUnicode_READY(str) == 0) {
-            return put_unicode_text(dst, room, str);
-        }
-    }
-    if (text == NULL) {
-        PyErr_Clear();
-        text = "<unknown>";
-        size = 9;
-    }
-    size_t n = (size_t)size < room ? (size_t)size : room;
-    /* Copy and check eight bytes at a time; the last word overlaps its
-       predecessor, and a text shorter than a word goes byte by byte. */
-    uint64_t bad = 0;
-    if (n >= 8) {
-        uint64_t w;
-        for (size_t i = 0; i + 8 < n; i += 8) {
-            memcpy(&w, text + i, 8);
-            memcpy(dst + i, &w, 8);
-            bad |= control_bytes(w);
-        }
-        memcpy(&w, text + n - 8, 8);
-        memcpy(dst + n - 8, &w, 8);
-        bad |= control_bytes(w);
-    }
-    else {
-        for (size_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)text[i];
-            dst[i] = (char)c;
-            bad |= (c < 0x20) | (c == 0x7f);
-        }
-    }
-    if (bad) {
-        for (size_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)dst[i];
-            if (c < 0x20 || c == 0x7f) {
-                dst[i] = '?';
-            }
-        }
-    }
-    return n;
-}
-
-size_t
-_PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
-{
-    /* "py::" QUALNAME ":" FILENAME, at most _PyPerf_NAME_MAX bytes */
-    char *p = buf;
-    memcpy(p, "py::", 4);
-    p += 4;
-    p += put_text(p, 1024, co->co_qualname);
-    *p++ = ':';
-    *file_at = (size_t)(p - buf);
-    p += put_text(p, _PyPerf_NAME_MAX - (size_t)(p - buf), co->co_filename);
-    *p = '\0';
-    return (size_t)(p - buf);
-}
-
-
-/* ---- The perf map backend ----------------------------------------------- */
-
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-
-static int
-perf_map_init(_PyPerfFile *Py_UNUSED(file))
-{
-    return 0;
-}
-
-/* `value` in lowercase hex without leading zeros.  The digits are written
-   backwards from the last one, two at a time from a table of the 256
-   byte values; the digit count comes from the highest set bit. */
-#define HEX_PAIRS(hi) \
-    hi "0" hi "1" hi "2" hi "3" hi "4" hi "5" hi "6" hi "7" \
-    hi "8" hi "9" hi "a" hi "b" hi "c" hi "d" hi "e" hi "f"
-
-static char *
-put_hex(char *p, uint64_t value)
-{
-    static const char digits[] = "0123456789abcdef";
-    /* Constant: C API callers may run this at the same time, without the
-       GIL. */
-    static const char pairs[] =
-        HEX_PAIRS("0") HEX_PAIRS("1") HEX_PAIRS("2") HEX_PAIRS("3")
-        HEX_PAIRS("4") HEX_PAIRS("5") HEX_PAIRS("6") HEX_PAIRS("7")
-        HEX_PAIRS("8") HEX_PAIRS("9") HEX_PAIRS("a") HEX_PAIRS("b")
-        HEX_PAIRS("c") HEX_PAIRS("d") HEX_PAIRS("e") HEX_PAIRS("f");
-    _Static_assert(sizeof(pairs) == 2 * 256 + 1, "two digits per byte");
-    int ndigits = value == 0 ? 1 : (64 - __builtin_clzll(value) + 3) / 4;
-    char *q = p + ndigits;
-    while (q - p >= 2) {
-        q -= 2;
-        memcpy(q, &pairs[2 * (value & 0xff)], 2);
-        value >>= 8;
-    }
-    if (q > p) {
-        *p = digits[value & 15];
-    }
-    return p + ndigits;
-}
-
-/* One line per trampoline: "START SIZE py::QUALNAME:FILENAME\n", hex
-   without 0x, assembled in place (no printf: this runs for every new
-   code object).  Format: Doc/howto/perf_profiling.rst, "File formats". */
-static int
-perf_map_write_entry(_PyPerfFile *file, const void *code, size_t size,
-                     PyCodeObject *co)
-{
-    char *line = _PyPerfFile_Reserve(file, 2 * 16 + 3 + _PyPerf_NAME_MAX + 1);
-    if (line == NULL) {
-        return -1;
-    }
-    size_t file_at;
-    char *p = put_hex(line, (uintptr_t)code);
-    *p++ = ' ';
-    p = put_hex(p, size);
-    *p++ = ' ';
-    p += _PyPerf_SymbolName(co, p, &file_at);
-    *p++ = '\n';
-    return _PyPerfFile_Commit(file, (size_t)(p - line));
-}
-
-static void
-perf_map_fini(_PyPerfFile *Py_UNUSED(file))
-{
-}
-
-static size_t
-perf_map_bytes_per_code(size_t code_size)
-{
-    return code_size;
-}
-
-const _PyPerfBackend _PyPerf_MapBackend = {
-    .name = "perf",
-    .path_format = "/tmp/perf-%ld.map",
-    .init = perf_map_init,
-    .write_entry = perf_map_write_entry,
-    .fini = perf_map_fini,
-    .bytes_per_code = perf_map_bytes_per_code,
-};
-
-
-
-/* ---- The C API (PyUnstable_*) ------------------------------------------- */
-
-/* JIT compilers and agents inside the process describe their own code in
-   the same map, through the same file: one writer for all, safe to call
-   from any thread, with or without the GIL, whether or not a trampoline
-   backend is active. */
-
-static backend_state *
-map_state(void)
-{
-    return &perf.backends[0];
-}
-
-int
-PyUnstable_PerfMapState_Init(void)
-{
-    pthread_mutex_lock(&files_lock);
-    int rc = open_backend(map_state());
-    pthread_mutex_unlock(&files_lock);
-    return rc < 0 ? -1 : 0;
-}
-
-/* write() all of it; the file is O_APPEND, so one call places it whole. */
-static int
-write_whole(int fd, const char *data, size_t size)
-{
-    ssize_t n;
-    do {
-        n = write(fd, data, size);
-    } while (n < 0 && errno == EINTR);
-    return n == (ssize_t)size ? 0 : -1;
-}
-
-int
-PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
-                             const char *entry_name)
-{
-    if (entry_name == NULL) {
-        return -1;
-    }
-    size_t len = strlen(entry_name);
-    char small[512];
-    char *line = small;
-    if (len + 2 * 16 + 3 > sizeof(small)) {
-        line = PyMem_RawMalloc(len + 2 * 16 + 3);
-        if (line == NULL) {
-            return -1;
-        }
-    }
-    char *p = put_hex(line, (uintptr_t)code_addr);
-    *p++ = ' ';
-    p = put_hex(p, code_size);
-    *p++ = ' ';
-    for (size_t i = 0; i < len; i++) {
-        /* one record per line, whatever the name holds */
-        unsigned char c = (unsigned char)entry_name[i];
-        *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
-    }
-    *p++ = '\n';
-    pthread_mutex_lock(&files_lock);
-    int rc = open_backend(map_state());
-    if (rc == 0) {
-        rc = write_whole(map_state()->file->fd, line, (size_t)(p - line));
-    }
-    pthread_mutex_unlock(&files_lock);
-    if (line != small) {
-        PyMem_RawFree(line);
-    }
-    return rc;
-}
-
-/* Close the map, unless the trampolines still write to it. */
-void
-PyUnstable_PerfMapState_Fini(void)
-{
-    pthread_mutex_lock(&files_lock);
-    backend_state *st = map_state();
-    if (perf.active != st && st->file != NULL && st->file->fd >= 0) {
-        file_close(st->file);
-    }
-    pthread_mutex_unlock(&files_lock);
-}
-
-/* Append the content of another process's map (a parent's, typically) to
-   this process's. */
-int
-PyUnstable_CopyPerfMapFile(const char *parent_filename)
-{
-    if (parent_filename == NULL) {
-        return -1;
-    }
-    int from = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (from < 0) {
-        return -1;
-    }
-    /* Room for one more byte: the newline of a last line without one. */
-    size_t room = RECORD_MAX;
-    char *buf = PyMem_RawMalloc(room + 1);
-    int rc = buf == NULL ? -1 : 0;
-    pthread_mutex_lock(&files_lock);
-    if (rc == 0) {
-        rc = open_backend(map_state());
-    }
-    struct stat a, b;
-    if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
-                    || fstat(map_state()->file->fd, &b) < 0
-                    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
-    {
-        rc = -1;
-    }
-    /* Whole lines only, each write() ending at the end of a line: the
-       trampolines append their records without files_lock, and one may
-       land between two of these writes. */
-    size_t have = 0;
-    while (rc == 0) {
-        if (have == room) {
-            /* A line longer than the buffer. */
-            char *bigger = PyMem_RawRealloc(buf, 2 * room + 1);
-            if (bigger == NULL) {
-                rc = -1;
-                break;
-            }
-            buf = bigger;
-            room *= 2;
-        }
-        ssize_t n = read(from, buf + have, room - have);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            rc = -1;
-            break;
-        }
-        if (n == 0) {
-            if (have > 0) {
-                buf[have++] = '\n';
-                rc = write_whole(map_state()->file->fd, buf, have);
-            }
-            break;
-        }
-        have += (size_t)n;
-        char *last = memrchr(buf, '\n', have);
-        if (last != NULL) {
-            size_t lines = (size_t)(last + 1 - buf);
-            rc = write_whole(map_state()->file->fd, buf, lines);
-            TEST_POINT("copied");
-            memmove(buf, buf + lines, have - lines);
-            have -= lines;
-        }
-    }
-    pthread_mutex_unlock(&files_lock);
-    PyMem_RawFree(buf);
-    close(from);
-    return rc;
-}
-
-/* Give `co` its trampoline now (a pre-fork server's master, before it
-   forks its workers, so that they share the trampolines and their
-   names).  0 on success or when it has one; -1 when no backend is active
-   or the trampoline could not be made. */
-int
-PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
-{
-    if (co == NULL || perf.active == NULL) {
-        return -1;
-    }
-    if (_PyPerfTrampoline_Of(co) != NULL) {
-        return 0;
-    }
-    return new_trampoline(co) != NULL ? 0 : -1;
-}
-
-/* Upstream's switch between two behaviours of a forked child.  Here the
-   child always keeps its inherited trampolines and their names; its own
-   files describe those it runs, or, with the setting on, all of them at
-   once (as upstream's child copies its parent's map). */
-int
-PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
-{
-    perf.persist_after_fork = enable;
-    return enable;
-}
-
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
 /* Never installed where there is no trampoline; defined so that ceval.c
@@ -1794,205 +550,5 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
-void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
-
-int PyUnstable_PerfMapState_Init(void) { return -1; }
-int
-PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
-                             unsigned int Py_UNUSED(code_size),
-                             const char *Py_UNUSED(entry_name))
-{
-    return -1;
-}
-void PyUnstable_PerfMapState_Fini(void) {}
-int
-PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
-{
-    return -1;
-}
-int
-PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
-{
-    return -1;
-}
-int
-PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
-{
-    return 0;
-}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
-
-
-/* ---- Start-up ----------------------------------------------------------- */
-
-/* The value of -X NAME: NULL when absent, L"" when given without "=". */
-static const wchar_t *
-find_xoption(const PyConfig *config, const wchar_t *name)
-{
-    const wchar_t *found = NULL;
-    size_t len = wcslen(name);
-    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
-        const wchar_t *opt = config->xoptions.items[i];
-        if (wcsncmp(opt, name, len) == 0
-            && (opt[len] == L'\0' || opt[len] == L'='))
-        {
-            found = opt[len] == L'=' ? opt + len + 1 : opt + len;
-        }
-    }
-    return found;
-}
-
-/* An environment variable that enables a backend: an integer other than
-   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
-   digits, leading blanks allowed, within the range of a C int).  Unset or
-   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
-   ignores it silently). */
-static int
-env_enables(const PyConfig *config, const char *name)
-{
-    const char *value = config->use_environment ? getenv(name) : NULL;
-    if (value == NULL || value[0] == '\0') {
-        return 0;
-    }
-    char *end;
-    errno = 0;
-    long v = strtol(value, &end, 10);
-    if (end != value && *end == '\0' && errno == 0
-        && v >= INT_MIN && v <= INT_MAX)
-    {
-        return v != 0;
-    }
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "%s='%.100s' is not an integer in the range of a "
-                         "C int; ignored", name, value) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    return 0;
-}
-
-void
-_PyPerfTrampoline_InitFromConfig(const PyConfig *config)
-{
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    perf.finalized = 0;
-#endif
-    /* Later sources override earlier ones: the perf_jit spelling over
-       the perf one, -X over the environment. */
-    const char *backend = NULL;
-    if (env_enables(config, "PYTHONPERFSUPPORT")) {
-        backend = "perf";
-    }
-    if (env_enables(config, "PYTHON_PERF_JIT_SUPPORT")) {
-        backend = "perf_jit";
-    }
-    if (find_xoption(config, L"perf") != NULL) {
-        backend = "perf";
-    }
-    if (find_xoption(config, L"perf_jit") != NULL) {
-        backend = "perf_jit";
-    }
-    if (backend == NULL) {
-        return;
-    }
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (activate(backend) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-#else
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline not available on this platform; "
-                         "%s ignored", backend) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-#endif
-}
-
-
-/* ---- The sys API -------------------------------------------------------- */
-
-PyDoc_STRVAR(activate_doc,
-"activate_stack_trampoline($module, backend, /)\n--\n\n"
-"Start naming Python functions for perf, with the given backend.\n\n"
-"\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
-"(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
-"tables for perf record --call-graph dwarf and perf inject --jit.");
-
-static PyObject *
-sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
-{
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError,
-                     "activate_stack_trampoline() argument must be str, "
-                     "not %.50s",
-                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    Py_ssize_t size;
-    const char *name = PyUnicode_AsUTF8AndSize(arg, &size);
-    if (name == NULL) {
-        return NULL;
-    }
-    if (strlen(name) != (size_t)size) {
-        PyErr_SetString(PyExc_ValueError, "embedded null character");
-        return NULL;
-    }
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (activate(name) < 0) {
-        return NULL;
-    }
-    Py_RETURN_NONE;
-#else
-    PyErr_SetString(PyExc_ValueError, "perf trampoline not available");
-    return NULL;
-#endif
-}
-
-PyDoc_STRVAR(deactivate_doc,
-"deactivate_stack_trampoline($module, /)\n--\n\n"
-"Stop naming Python functions for perf.\n\n"
-"Calls already running keep their trampolines; new calls get none.\n"
-"Does nothing when no backend is active, and in a sub-interpreter.");
-
-static PyObject *
-sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
-                                PyObject *Py_UNUSED(ignored))
-{
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    /* Trampolines are the main interpreter's: a sub-interpreter has none
-       to turn off. */
-    if (_PyInterpreterState_GET() == _PyInterpreterState_Main()) {
-        deactivate();
-    }
-#endif
-    Py_RETURN_NONE;
-}
-
-PyDoc_STRVAR(is_active_doc,
-"is_stack_trampoline_active($module, /)\n--\n\n"
-"Return True if a perf trampoline backend is active.");
-
-static PyObject *
-sys_is_stack_trampoline_active(PyObject *Py_UNUSED(module),
-                               PyObject *Py_UNUSED(ignored))
-{
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    PyInterpreterState *interp = _PyInterpreterState_GET();
-    if (perf.active != NULL
-        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
-    {
-        Py_RETURN_TRUE;
-    }
-#endif
-    Py_RETURN_FALSE;
-}
-
-PyMethodDef _PyPerfTrampoline_SysMethods[] = {
-    {"activate_stack_trampoline", sys_activate_stack_trampoline,
-     METH_O, activate_doc},
-    {"deactivate_stack_trampoline", sys_deactivate_stack_trampoline,
-     METH_NOARGS, deactivate_doc},
-    {"is_stack_trampoline_active", sys_is_stack_trampoline_active,
-     METH_NOARGS, is_active_doc},
-    {NULL, NULL, 0, NULL}
-};

@@ -9,7 +9,10 @@ extern "C" {
 #endif
 
 /* cpython-perf: the interface between the interpreter and the perf
-   trampoline subsystem (Python/perf_trampoline.c explains the design). */
+   trampoline subsystem (Python/perf_trampoline.c explains the design).
+   Only what ceval, specialize, pylifecycle, posixmodule, sysmodule and
+   _testinternalcapi need: the files of the subsystem share the rest
+   through Python/perf_internal.h, which is not installed. */
 
 #include "pycore_frame.h"          // _PyInterpreterFrame
 
@@ -215,78 +218,10 @@ extern void _PyPerfTrampoline_AfterForkChild(void);
 extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 
 /* Tests only (_testinternalcapi): call `hook` with the name of each test
-   point of Python/perf_trampoline.c that a thread reaches (NULL: none). */
+   point of the subsystem (TEST_POINT() in Python/perf_internal.h) that a
+   thread reaches (NULL: none). */
 PyAPI_FUNC(void) _PyPerfTrampoline_SetTestHook(
     void (*hook)(const char *where));
-
-
-/* ---- Backends ------------------------------------------------------------
-
-   A backend describes one file format.  The shared machinery owns the
-   file (safe creation, appending, fork handling); the backend only turns
-   events into bytes and hands them to _PyPerfFile_Append() or
-   _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
-
-/* The trampoline template, Python/asm_trampoline.S: every trampoline is a
-   copy of the bytes between these two symbols. */
-extern char _Py_trampoline_func_start[];
-extern char _Py_trampoline_func_end[];
-
-typedef struct _PyPerfFile _PyPerfFile;
-
-typedef struct {
-    /* The name sys.activate_stack_trampoline() accepts. */
-    const char *name;
-    /* printf format of the file name, taking the pid as its only
-       argument, e.g. "/tmp/perf-%ld.map". */
-    const char *path_format;
-    /* Called once the file is open: write a header, set up markers.
-       Returns 0, or -1 with errno set. */
-    int (*init)(_PyPerfFile *file);
-    /* Describe one trampoline of `size` bytes at `code` for `co`.
-       Returns 0, or -1 with errno set. */
-    int (*write_entry)(_PyPerfFile *file, const void *code, size_t size,
-                       PyCodeObject *co);
-    /* Called before the file is closed at exit (not after fork). */
-    void (*fini)(_PyPerfFile *file);
-    /* Address space each trampoline needs for itself, from its first
-       byte, while this backend describes it (at least code_size).
-       Called after init. */
-    size_t (*bytes_per_code)(size_t code_size);
-} _PyPerfBackend;
-
-extern const _PyPerfBackend _PyPerf_MapBackend;
-extern const _PyPerfBackend _PyPerf_JitDumpBackend;
-
-/* Append one whole record of at most 16 KiB, with one write(): the file
-   holds it once this returns, whatever happens to the process next.  0 or
-   -1 (errno; the file still ends with a whole record). */
-extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
-                              size_t size);
-/* Or assemble a record in place: Reserve returns room for up to `size`
-   bytes (NULL and errno on failure), Commit appends the `size` bytes
-   written there (0 or -1 and errno, as Append). */
-extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
-extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
-/* Non-zero if the file already held records of this process when it was
-   opened (after Py_Finalize() and Py_Initialize(), say): a header has
-   been written. */
-extern int _PyPerfFile_Kept(const _PyPerfFile *file);
-extern int _PyPerfFile_Fd(const _PyPerfFile *file);
-/* For init() failing at something other than making the file: the warning
-   then says "cannot WHAT PATH DETAIL: <errno>" (static strings). */
-extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
-                                   const char *detail);
-
-/* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
-   valid UTF-8 on one line (control characters and line separators
-   replaced, lone surrogates spelt \udcXX, cut at a character boundary),
-   NUL-terminated, at most _PyPerf_NAME_MAX bytes before the NUL.  Return
-   its length and set *file_at to where FILENAME starts.  Never raises
-   and runs no Python code. */
-#define _PyPerf_NAME_MAX 3072
-extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
-                                 size_t *file_at);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,409 @@
+/*
+ * cpython-perf: the entry points of the perf trampoline subsystem.
+ *
+ * Everything that starts the machinery from outside: the PyUnstable_ C
+ * API, start-up (-X perf, -X perf_jit, PYTHONPERFSUPPORT,
+ * PYTHON_PERF_JIT_SUPPORT) and the sys functions
+ * (sys.activate_stack_trampoline() and friends).
+ *
+ * JIT compilers and agents inside the process describe their own code in
+ * the same map, through the same file as the trampolines: one writer for
+ * all, safe to call from any thread, with or without the GIL, whether or
+ * not a trampoline backend is active.  Their lines are assembled here,
+ * outside _PyPerf_files_lock, and appended under it.
+ *
+ * The sys functions stay here rather than in Python/sysmodule.c, as
+ * CPython 3.12+ has them (through Argument Clinic): sysmodule.c then
+ * needs one small hunk (patches/0003), and the functions stay next to the
+ * rest of the subsystem, with its stubs where there are no trampolines.
+ *
+ * This file calls the core (Python/perf_trampoline.c: activation, the
+ * map's file), the writer and the hex of the symbol names; nothing of the
+ * subsystem calls it.
+ */
+
+#include "Python.h"
+#include "pycore_pystate.h"       // _PyInterpreterState_GET()
+#include "perf_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>               // strtol()
+#include <string.h>
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <fcntl.h>                // open()
+#include <sys/stat.h>             // fstat()
+#include <unistd.h>
+
+/* ---- The C API (PyUnstable_*) ------------------------------------------- */
+
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    _PyPerfFile *map = _PyPerf_OpenMap();
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+    return map == NULL ? -1 : 0;
+}
+
+/* write() all of it; the file is O_APPEND, so one call places it whole. */
+static int
+write_whole(int fd, const char *data, size_t size)
+{
+    ssize_t n;
+    do {
+        n = write(fd, data, size);
+    } while (n < 0 && errno == EINTR);
+    return n == (ssize_t)size ? 0 : -1;
+}
+
+int
+PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
+                             const char *entry_name)
+{
+    if (entry_name == NULL) {
+        return -1;
+    }
+    size_t len = strlen(entry_name);
+    char small[512];
+    char *line = small;
+    if (len + 2 * 16 + 3 > sizeof(small)) {
+        line = PyMem_RawMalloc(len + 2 * 16 + 3);
+        if (line == NULL) {
+            return -1;
+        }
+    }
+    char *p = _PyPerf_PutHex(line, (uintptr_t)code_addr);
+    *p++ = ' ';
+    p = _PyPerf_PutHex(p, code_size);
+    *p++ = ' ';
+    for (size_t i = 0; i < len; i++) {
+        /* one record per line, whatever the name holds */
+        unsigned char c = (unsigned char)entry_name[i];
+        *p++ = (char)(c < 0x20 || c == 0x7f ? '?' : c);
+    }
+    *p++ = '\n';
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    _PyPerfFile *map = _PyPerf_OpenMap();
+    int rc = map == NULL ? -1 : write_whole(_PyPerfFile_Fd(map), line,
+                                            (size_t)(p - line));
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+    if (line != small) {
+        PyMem_RawFree(line);
+    }
+    return rc;
+}
+
+/* Close the map, unless the trampolines still write to it. */
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    _PyPerf_CloseMap();
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+}
+
+/* Append the content of another process's map (a parent's, typically) to
+   this process's. */
+int
+PyUnstable_CopyPerfMapFile(const char *parent_filename)
+{
+    if (parent_filename == NULL) {
+        return -1;
+    }
+    int from = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (from < 0) {
+        return -1;
+    }
+    /* Room for one more byte: the newline of a last line without one. */
+    size_t room = PERF_RECORD_MAX;
+    char *buf = PyMem_RawMalloc(room + 1);
+    int rc = buf == NULL ? -1 : 0;
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    _PyPerfFile *map = rc == 0 ? _PyPerf_OpenMap() : NULL;
+    if (map == NULL) {
+        rc = -1;
+    }
+    struct stat a, b;
+    if (rc == 0 && (fstat(from, &a) < 0 || !S_ISREG(a.st_mode)
+                    || fstat(_PyPerfFile_Fd(map), &b) < 0
+                    || (a.st_dev == b.st_dev && a.st_ino == b.st_ino)))
+    {
+        rc = -1;
+    }
+    /* Whole lines only, each write() ending at the end of a line: the
+       trampolines append their records without _PyPerf_files_lock, and one may
+       land between two of these writes. */
+    size_t have = 0;
+    while (rc == 0) {
+        if (have == room) {
+            /* A line longer than the buffer. */
+            char *bigger = PyMem_RawRealloc(buf, 2 * room + 1);
+            if (bigger == NULL) {
+                rc = -1;
+                break;
+            }
+            buf = bigger;
+            room *= 2;
+        }
+        ssize_t n = read(from, buf + have, room - have);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            rc = -1;
+            break;
+        }
+        if (n == 0) {
+            if (have > 0) {
+                buf[have++] = '\n';
+                rc = write_whole(_PyPerfFile_Fd(map), buf, have);
+            }
+            break;
+        }
+        have += (size_t)n;
+        char *last = memrchr(buf, '\n', have);
+        if (last != NULL) {
+            size_t lines = (size_t)(last + 1 - buf);
+            rc = write_whole(_PyPerfFile_Fd(map), buf, lines);
+            TEST_POINT("copied");
+            memmove(buf, buf + lines, have - lines);
+            have -= lines;
+        }
+    }
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+    PyMem_RawFree(buf);
+    close(from);
+    return rc;
+}
+
+/* Give `co` its trampoline now (a pre-fork server's master, before it
+   forks its workers, so that they share the trampolines and their
+   names).  0 on success or when it has one; -1 when no backend is active
+   or the trampoline could not be made. */
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+    if (co == NULL || _PyPerf_Active() == NULL) {
+        return -1;
+    }
+    if (_PyPerfTrampoline_Of(co) != NULL) {
+        return 0;
+    }
+    return _PyPerf_NewTrampoline(co) != NULL ? 0 : -1;
+}
+
+/* Upstream's switch between two behaviours of a forked child.  Here the
+   child always keeps its inherited trampolines and their names; its own
+   files describe those it runs, or, with the setting on, all of them at
+   once (as upstream's child copies its parent's map). */
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
+{
+    _PyPerf_SetPersistAfterFork(enable);
+    return enable;
+}
+
+#else /* !PY_HAVE_PERF_TRAMPOLINE */
+
+int PyUnstable_PerfMapState_Init(void) { return -1; }
+int
+PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
+                             unsigned int Py_UNUSED(code_size),
+                             const char *Py_UNUSED(entry_name))
+{
+    return -1;
+}
+void PyUnstable_PerfMapState_Fini(void) {}
+int
+PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
+{
+    return -1;
+}
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
+{
+    return 0;
+}
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE */
+
+
+/* ---- Start-up ----------------------------------------------------------- */
+
+/* The value of -X NAME: NULL when absent, L"" when given without "=". */
+static const wchar_t *
+find_xoption(const PyConfig *config, const wchar_t *name)
+{
+    const wchar_t *found = NULL;
+    size_t len = wcslen(name);
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *opt = config->xoptions.items[i];
+        if (wcsncmp(opt, name, len) == 0
+            && (opt[len] == L'\0' || opt[len] == L'='))
+        {
+            found = opt[len] == L'=' ? opt + len + 1 : opt + len;
+        }
+    }
+    return found;
+}
+
+/* An environment variable that enables a backend: an integer other than
+   zero, read as CPython 3.12+ reads it (strtol() with nothing after the
+   digits, leading blanks allowed, within the range of a C int).  Unset or
+   empty: nothing.  Anything else is ignored with a RuntimeWarning (3.12+
+   ignores it silently). */
+static int
+env_enables(const PyConfig *config, const char *name)
+{
+    const char *value = config->use_environment ? getenv(name) : NULL;
+    if (value == NULL || value[0] == '\0') {
+        return 0;
+    }
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (end != value && *end == '\0' && errno == 0
+        && v >= INT_MIN && v <= INT_MAX)
+    {
+        return v != 0;
+    }
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "%s='%.100s' is not an integer in the range of a "
+                         "C int; ignored", name, value) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    return 0;
+}
+
+void
+_PyPerfTrampoline_InitFromConfig(const PyConfig *config)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    _PyPerf_AllowActivation();
+#endif
+    /* Later sources override earlier ones: the perf_jit spelling over
+       the perf one, -X over the environment. */
+    const char *backend = NULL;
+    if (env_enables(config, "PYTHONPERFSUPPORT")) {
+        backend = "perf";
+    }
+    if (env_enables(config, "PYTHON_PERF_JIT_SUPPORT")) {
+        backend = "perf_jit";
+    }
+    if (find_xoption(config, L"perf") != NULL) {
+        backend = "perf";
+    }
+    if (find_xoption(config, L"perf_jit") != NULL) {
+        backend = "perf_jit";
+    }
+    if (backend == NULL) {
+        return;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (_PyPerf_Activate(backend) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+#else
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline not available on this platform; "
+                         "%s ignored", backend) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+#endif
+}
+
+
+/* ---- The sys API -------------------------------------------------------- */
+
+PyDoc_STRVAR(activate_doc,
+"activate_stack_trampoline($module, backend, /)\n--\n\n"
+"Start naming Python functions for perf, with the given backend.\n\n"
+"\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
+"(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
+"tables for perf record --call-graph dwarf and perf inject --jit.");
+
+static PyObject *
+sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
+{
+    if (!PyUnicode_Check(arg)) {
+        PyErr_Format(PyExc_TypeError,
+                     "activate_stack_trampoline() argument must be str, "
+                     "not %.50s",
+                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t size;
+    const char *name = PyUnicode_AsUTF8AndSize(arg, &size);
+    if (name == NULL) {
+        return NULL;
+    }
+    if (strlen(name) != (size_t)size) {
+        PyErr_SetString(PyExc_ValueError, "embedded null character");
+        return NULL;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (_PyPerf_Activate(name) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+#else
+    PyErr_SetString(PyExc_ValueError, "perf trampoline not available");
+    return NULL;
+#endif
+}
+
+PyDoc_STRVAR(deactivate_doc,
+"deactivate_stack_trampoline($module, /)\n--\n\n"
+"Stop naming Python functions for perf.\n\n"
+"Calls already running keep their trampolines; new calls get none.\n"
+"Does nothing when no backend is active, and in a sub-interpreter.");
+
+static PyObject *
+sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
+                                PyObject *Py_UNUSED(ignored))
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    /* Trampolines are the main interpreter's: a sub-interpreter has none
+       to turn off. */
+    if (_PyInterpreterState_GET() == _PyInterpreterState_Main()) {
+        _PyPerf_Deactivate();
+    }
+#endif
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(is_active_doc,
+"is_stack_trampoline_active($module, /)\n--\n\n"
+"Return True if a perf trampoline backend is active.");
+
+static PyObject *
+sys_is_stack_trampoline_active(PyObject *Py_UNUSED(module),
+                               PyObject *Py_UNUSED(ignored))
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    if (_PyPerf_Active() != NULL
+        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+    {
+        Py_RETURN_TRUE;
+    }
+#endif
+    Py_RETURN_FALSE;
+}
+
+PyMethodDef _PyPerfTrampoline_SysMethods[] = {
+    {"activate_stack_trampoline", sys_activate_stack_trampoline,
+     METH_O, activate_doc},
+    {"deactivate_stack_trampoline", sys_deactivate_stack_trampoline,
+     METH_NOARGS, deactivate_doc},
+    {"is_stack_trampoline_active", sys_is_stack_trampoline_active,
+     METH_NOARGS, is_active_doc},
+    {NULL, NULL, 0, NULL}
+};

@@ -1,0 +1,375 @@
+/*
+ * cpython-perf: the trampolines of code objects, and what each backend
+ * has been told about them.
+ *
+ * A code object finds its trampoline through its co_extra slot (one
+ * index requested from the interpreter; _PyPerfTrampoline_Of() in
+ * pycore_perf_trampoline.h reads it on the call path).  Each slot record
+ * (Python/perf_arena.c) remembers which backends have been told about its
+ * trampoline in this process, so that switching backends re-describes
+ * exactly the live trampolines (and those that running frames are in,
+ * when they were replaced for a backend that needs more room), and a
+ * forked child those it runs (below).
+ *
+ * This file calls the arenas and, through their interface, the backends;
+ * Python/perf_trampoline.c (activation, the call path) calls it.
+ */
+
+#include "Python.h"
+#include "pycore_frame.h"         // _PyInterpreterFrame
+#include "pycore_interp.h"        // PyInterpreterState.threads
+#include "pycore_pystate.h"       // _PyThreadState_GET()
+#include "perf_internal.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <errno.h>
+
+/* The co_extra index of trampolines (see pycore_perf_trampoline.h), -1
+   before the first activation. */
+Py_ssize_t _PyPerf_code_index = -1;
+
+/* Once: does _PyPerfTrampoline_Of() read co_extra as _PyCode_GetExtra()
+   does?  (It would not on a tree whose codeobject.c changed the layout.) */
+static int
+check_extra_layout(void)
+{
+    static char probe;
+    PyCodeObject *co = PyCode_NewEmpty("<perf>", "<perf>", 1);
+    if (co == NULL) {
+        return -1;
+    }
+    int ok = (_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index,
+                               &probe) == 0
+              && (void *)_PyPerfTrampoline_Of(co) == (void *)&probe);
+    /* Not a trampoline: keep _PyPerfArena_ForgetCode() from
+       looking for it. */
+    (void)_PyCode_SetExtra((PyObject *)co, _PyPerf_code_index, NULL);
+    Py_DECREF(co);
+    if (!ok) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "stack trampolines do not know this interpreter's "
+                        "co_extra layout");
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- Forked children ----------------------------------------------------
+ *
+ * A child of fork() inherits every trampoline, and perf names them in two
+ * ways.  When it follows the fork, it names the arenas the child
+ * inherited from the parent's file (it copies the parent's mappings at
+ * the fork), and the child's own arenas from the child's file.  When it
+ * is attached to the child alone later (perf record -p), it learns the
+ * mappings from /proc and names them all from the child's file.  A
+ * sample can only land in a trampoline that was running at the fork or
+ * was entered since, so that is all the child's file must describe: the
+ * frames on the forking thread's stack at once, every other inherited
+ * trampoline when the child first calls it.  A child that exits at once
+ * pays for a few records, not for every function alive.
+ *
+ * To see that first call, the child takes a new co_extra index: every
+ * code object then looks new to _PyPerfTrampoline_EvalFrame(), and
+ * _PyPerf_NewTrampoline() finds its inherited trampoline under `base_index`
+ * (the index of the first generation, which holds every trampoline
+ * handed out in any generation), describes it and stores it under the
+ * child's index.  Indexes are a limited resource (255 per interpreter,
+ * one per generation: a child of a child takes another); when none is
+ * left, or when asked to (PyUnstable_PerfTrampoline_SetPersistAfterFork),
+ * the child describes everything at once, as a backend switch does. */
+
+/* co_extra index of the first generation; -1 until a child of fork()
+   takes an index of its own (until then it is _PyPerf_code_index). */
+static Py_ssize_t base_index = -1;
+/* One more in each child of fork(): slot records of an earlier one tell
+   what was described in the parent's files, and are not rewritten (that
+   would copy every page of them into the child). */
+static unsigned int generation;
+
+/* Has backend `bit` described the slot in this process's file? */
+static inline int
+is_described(const _PyPerfSlot *info, int bit)
+{
+    return info->generation == generation && (info->described & (1 << bit));
+}
+
+/* The co_extra entry `index` of `code` (NULL when there is none). */
+static char *
+extra_at(PyCodeObject *code, Py_ssize_t index)
+{
+    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
+    if (index >= 0 && extra != NULL && index < extra->size) {
+        return extra->entries[index];
+    }
+    return NULL;
+}
+
+/* Make `tramp` the trampoline of `code`, in this process and (through
+   base_index) in its future children.  -1 with an exception set. */
+static int
+set_trampoline(PyCodeObject *code, char *tramp)
+{
+    if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
+        return -1;
+    }
+    if (base_index >= 0 && base_index != _PyPerf_code_index
+        && _PyCode_SetExtra((PyObject *)code, base_index, tramp) < 0)
+    {
+        /* Only a later child's shortcut is lost: it will give `code` a
+           trampoline of its own. */
+        PyErr_Clear();
+    }
+    return 0;
+}
+
+/* The trampoline stored for `code` under co_extra `index`, with its slot
+   record, if it is still `code`'s (the entry may be another co_extra
+   user's after the interpreter was initialized again) and is spaced as
+   backend `st` needs.  NULL otherwise. */
+static char *
+trampoline_at(_PyPerfBackendState *st, PyCodeObject *code, Py_ssize_t index,
+              _PyPerfSlot **info_p)
+{
+    char *tramp = extra_at(code, index);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    _PyPerfSlot *info = _PyPerfSlot_Find(tramp, code, st->slot_size);
+    if (info == NULL) {
+        return NULL;
+    }
+    *info_p = info;
+    return tramp;
+}
+
+/* In a child of fork() that took a co_extra index of its own: the
+   trampoline `code` got in an earlier generation, now stored under the
+   child's index too.  NULL if there is none to reuse. */
+static char *
+inherited_trampoline(_PyPerfBackendState *st, PyCodeObject *code,
+                     _PyPerfSlot **info_p)
+{
+    if (base_index < 0 || base_index == _PyPerf_code_index) {
+        return NULL;
+    }
+    char *tramp = trampoline_at(st, code, base_index, info_p);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    return tramp;
+}
+
+/* Give the child its own co_extra index (see above).  0 on success, -1
+   when there is no index left (or nothing was ever handed out). */
+int
+_PyPerfCode_TakeChildIndex(void)
+{
+    if (_PyPerf_code_index < 0 || _PyPerf_arenas == NULL) {
+        return -1;
+    }
+    Py_ssize_t index = _PyEval_RequestCodeExtraIndex(_PyPerfArena_ForgetCode);
+    if (index < 0) {
+        return -1;
+    }
+    if (base_index < 0) {
+        base_index = _PyPerf_code_index;
+    }
+    _PyPerf_code_index = index;
+    return 0;
+}
+
+static int describe(_PyPerfBackendState *st, const char *tramp,
+                    _PyPerfSlot *info, int bit);
+
+/* Describe the trampolines of the frames on this thread's stack (after
+   fork(), the only thread).  Inherited trampolines entered later are
+   described by _PyPerfCode_Describe(). */
+int
+_PyPerfCode_DescribeRunning(_PyPerfBackendState *st)
+{
+    int bit = st->bit;
+    PyThreadState *tstate = _PyThreadState_GET();
+    for (_PyInterpreterFrame *f = tstate->cframe->current_frame; f != NULL;
+         f = f->previous)
+    {
+        _PyPerfSlot *info;
+        char *tramp = trampoline_at(st, f->f_code, base_index, &info);
+        if (tramp != NULL && !is_described(info, bit)
+            && describe(st, tramp, info, bit) < 0)
+        {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* Describe one slot to the active backend. */
+static int
+describe(_PyPerfBackendState *st, const char *tramp, _PyPerfSlot *info,
+         int bit)
+{
+    if (st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
+                                 info->code) < 0) {
+        return -1;
+    }
+    if (info->generation != generation) {
+        info->generation = generation;
+        info->described = 0;
+    }
+    info->described |= (unsigned char)(1 << bit);
+    return 0;
+}
+
+/* Give `code` the next free trampoline, spaced as backend `st` needs
+   (an arena made for a backend that needed less room is left as it is),
+   and make it the code object's.  NULL with errno set if that cannot be
+   done. */
+static char *
+assign_slot(_PyPerfBackendState *st, PyCodeObject *code, _PyPerfSlot **info_p)
+{
+    char *tramp = _PyPerfSlot_Next(st->slot_size);
+    if (tramp == NULL) {
+        return NULL;
+    }
+    if (set_trampoline(code, tramp) < 0) {
+        PyErr_Clear();
+        errno = ENOMEM;
+        return NULL;
+    }
+    *info_p = _PyPerfSlot_Take(code);
+    return tramp;
+}
+
+/* Mark the trampolines of the code objects that have frames running, on
+   any thread of the main interpreter (whose frames are the only ones run
+   through trampolines).  A frame that runs inline has none, and its mark
+   is only one description too many. */
+static void
+mark_running(void)
+{
+    PyInterpreterState *interp = _PyInterpreterState_Main();
+    for (PyThreadState *t = interp->threads.head; t != NULL; t = t->next) {
+        _PyInterpreterFrame *f = t->cframe != NULL
+                                 ? t->cframe->current_frame : NULL;
+        for (; f != NULL; f = f->previous) {
+            char *tramp = extra_at(f->f_code, _PyPerf_code_index);
+            _PyPerfSlot *info = tramp != NULL ? _PyPerfSlot_Of(tramp) : NULL;
+            if (info != NULL && info->code == f->f_code) {
+                info->running = 1;
+            }
+        }
+    }
+}
+
+/* Describe every live trampoline the backend has not seen yet.  One that
+   sits closer to its neighbours than this backend needs (made for another
+   one) is replaced: its code object gets a new trampoline for its next
+   calls.  Frames running in the old one finish there, so it is described
+   too, as it is: its neighbours never run again, unless they are running
+   too, and then their description cuts off the end of this one (where
+   the jitdump's unwind table is: DWARF unwinding stops there, as it would
+   in an undescribed trampoline). */
+int
+_PyPerfCode_DescribeAll(_PyPerfBackendState *st)
+{
+    int bit = st->bit;
+    int rc = 0;
+    mark_running();
+    /* Arenas that assign_slot() adds go in front of this one. */
+    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
+        for (size_t i = 0; i < a->nused; i++) {
+            _PyPerfSlot *info = &a->info[i];
+            char *tramp = a->start + i * a->slot_size;
+            int running = info->running;
+            info->running = 0;
+            if (rc < 0 || info->code == NULL || is_described(info, bit)) {
+                continue;
+            }
+            if (a->slot_size < st->slot_size) {
+                if (running && describe(st, tramp, info, bit) < 0) {
+                    rc = -1;
+                    continue;
+                }
+                _PyPerfSlot *moved;
+                char *new_tramp = assign_slot(st, info->code, &moved);
+                if (new_tramp != NULL) {
+                    info->code = NULL;
+                    info = moved;
+                    tramp = new_tramp;
+                }
+                else if (running) {
+                    continue;
+                }
+            }
+            if (describe(st, tramp, info, bit) < 0) {
+                /* On through the arenas, to clear the marks. */
+                rc = -1;
+            }
+        }
+    }
+    return rc;
+}
+
+int
+_PyPerfCode_Init(void)
+{
+    _PyPerf_code_index = _PyEval_RequestCodeExtraIndex(
+        _PyPerfArena_ForgetCode);
+    if (_PyPerf_code_index < 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "no co_extra index left for stack trampolines");
+        return -1;
+    }
+    if (check_extra_layout() < 0) {
+        _PyPerf_code_index = -1;
+        return -1;
+    }
+    return 0;
+}
+
+void
+_PyPerfCode_NewGeneration(void)
+{
+    generation++;
+}
+
+char *
+_PyPerfCode_Trampoline(_PyPerfBackendState *st, PyCodeObject *code,
+                       _PyPerfSlot **info_p)
+{
+    char *tramp = inherited_trampoline(st, code, info_p);
+    if (tramp == NULL) {
+        tramp = assign_slot(st, code, info_p);
+    }
+    return tramp;
+}
+
+int
+_PyPerfCode_Describe(_PyPerfBackendState *st, const char *tramp,
+                     _PyPerfSlot *info)
+{
+    if (is_described(info, st->bit)) {
+        return 0;
+    }
+    return describe(st, tramp, info, st->bit);
+}
+
+/* The next interpreter (Py_Initialize() again) hands out co_extra indexes
+   anew, and the code objects the slots point to die with this one: forget
+   both.  The arenas stay mapped, and their used slots used: a daemon
+   thread may still be inside one, and perf may name samples taken
+   there. */
+void
+_PyPerfCode_Fini(void)
+{
+    _PyPerf_code_index = -1;
+    base_index = -1;
+    _PyPerfArena_ForgetCodes();
+}
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE */

@@ -1,0 +1,372 @@
+/*
+ * cpython-perf: the writer of the perf trampoline files.
+ *
+ * Each backend (Python/perf_map.c, Python/perf_jit_trampoline.c) turns
+ * trampolines into records of one file format; this file owns everything
+ * else about the files.  /tmp/<name>-<pid>.<ext> is created 0600 without
+ * following symlinks, and refused unless it is a regular file of ours
+ * with one link.  The map is the process's, not ours alone: a JIT or an
+ * agent in the same process may write to it too (through the PyUnstable_
+ * C API, Python/perf_api.c, or on its own).  So a file is only ever
+ * appended to, each record with one write() of its own (O_APPEND keeps it
+ * whole among other writers), and never cut (but for a record of ours
+ * that the disk had room for only in part), grown ahead or mapped for
+ * writing: a killed process, or a child leaving through os._exit(),
+ * leaves whole records naming every trampoline it ran, and another writer
+ * that truncates the file costs lines, never the process.  Content
+ * written before this process started (exec() keeps the process: lines of
+ * a host that wrote before it ran or loaded us stay) is a stale file of
+ * an earlier process with our pid, and is emptied (perf would give our
+ * addresses its names).
+ *
+ * Failure to create or write a file is a RuntimeWarning
+ * (_PyPerfFile_Warn()); the caller turns the backend off and the program
+ * runs on.  _PyPerf_files_lock serializes opening and closing files with
+ * the C API's callers, which may hold no GIL, and with fork(), which waits
+ * for it (Python/perf_trampoline.c: a child never sees a file half
+ * opened).
+ *
+ * This file calls nothing else of the subsystem.
+ */
+
+#include "Python.h"
+#include "perf_internal.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <errno.h>
+#include <fcntl.h>                // open()
+#include <string.h>
+#include <sys/file.h>             // flock()
+#include <sys/stat.h>             // fstat()
+#include <time.h>                 // clock_gettime()
+#include <unistd.h>
+
+struct _PyPerfFile {
+    int fd;                       /* -1 when closed */
+    long pid;                     /* the pid in the file name */
+    int kept;                     /* the file had records when opened */
+    char path[64];
+    const char *fail_what;        /* _PyPerfFile_SetFailure(), or NULL */
+    const char *fail_detail;
+    char stage[PERF_RECORD_MAX];  /* the record being assembled */
+};
+
+/* Serializes opening and closing files (and the C API's writes) with
+   threads that call the PyUnstable_ perf map functions without the GIL.
+   Records of the trampolines are written with the GIL held, by one
+   write() each, which O_APPEND keeps whole among other writers. */
+pthread_mutex_t _PyPerf_files_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void (*_PyPerf_test_hook)(const char *where);
+
+void
+_PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
+{
+    _PyPerf_test_hook = hook;
+}
+
+_PyPerfFile *
+_PyPerfFile_New(void)
+{
+    _PyPerfFile *file = PyMem_RawMalloc(sizeof(_PyPerfFile));
+    if (file == NULL) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    file->fd = -1;
+    file->fail_what = NULL;
+    file->path[0] = '\0';
+    return file;
+}
+
+/* When this process started, in nanoseconds of the real-time clock as it
+   reads now; -1 if that cannot be had.  The kernel keeps the start in
+   clock ticks since boot (/proc/self/stat, field 22): the start of the
+   process, which exec() keeps, so that lines a host wrote before it ran
+   or loaded us count as the process's; a child of fork() starts anew.
+   The real-time clock minus the boot-time clock, both read now, makes
+   that comparable with file timestamps, and a step of the real-time
+   clock moves both sides alike. */
+static int64_t
+process_start_ns(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = read(fd, buf, sizeof(buf) - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    /* Field 2, the command name in parentheses, may hold anything: count
+       the fields from its last ')'. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p != NULL && field < 22; field++) {
+        p = strchr(p, ' ');
+        p = p != NULL ? p + 1 : NULL;
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    if (p == NULL || hz <= 0) {
+        return -1;
+    }
+    char *end;
+    unsigned long long ticks = strtoull(p, &end, 10);
+    struct timespec real, boot;
+    if (end == p || clock_gettime(CLOCK_REALTIME, &real) < 0
+        || clock_gettime(CLOCK_BOOTTIME, &boot) < 0)
+    {
+        return -1;
+    }
+    int64_t since_boot = (int64_t)(ticks / (unsigned long)hz) * 1000000000
+                         + (int64_t)(ticks % (unsigned long)hz)
+                           * 1000000000 / hz;
+    return ((int64_t)real.tv_sec - boot.tv_sec) * 1000000000
+           + (real.tv_nsec - boot.tv_nsec) + since_boot;
+}
+
+/* Is the file's content from an earlier process that had our pid?  The
+   map belongs to the process, and something else in it (a JIT, an agent,
+   the host that loaded us) may have written lines before our first one:
+   those stay.  Content last written before this process started cannot
+   be its own.  The start is rounded down to a clock tick, and file times
+   come from a coarse clock: two ticks of slack (an earlier process with
+   our pid within 20 ms of our start would need pids to wrap that fast).
+   When the start cannot be had, content is stale. */
+static int
+content_is_stale(const struct stat *st)
+{
+    if (st->st_size == 0) {
+        return 0;
+    }
+    int64_t start = process_start_ns();
+    if (start < 0) {
+        return 1;
+    }
+    long hz = sysconf(_SC_CLK_TCK);
+    int64_t slack = 2 * (int64_t)1000000000 / (hz > 0 ? hz : 100);
+    int64_t written = (int64_t)st->st_mtim.tv_sec * 1000000000
+                      + st->st_mtim.tv_nsec;
+    return written < start - slack;
+}
+
+/* Open the file of this process, for appending.  The name is predictable
+   and /tmp is shared, so nothing found there is trusted: a symlink fails
+   the open (O_NOFOLLOW), a FIFO cannot block it (O_NONBLOCK), and
+   anything but a regular file of ours with a single link is left alone.
+   So is a file that another live process holds (flock): one with our pid
+   in another pid namespace that shares /tmp.  A stale file, left by an
+   earlier process with our pid, is emptied: perf would take its names
+   for ours. */
+int
+_PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
+{
+    file->pid = (long)getpid();
+    file->kept = 0;
+    file->fail_what = NULL;
+    PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
+    /* Readable too: the jitdump backend maps its file. */
+    int fd = open(file->path,
+                  O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK
+                  | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return -1;
+    }
+    TEST_POINT("opened");
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        goto fail;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        errno = EPERM;
+        goto fail;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        if (errno == EWOULDBLOCK) {
+            errno = EBUSY;
+        }
+        goto fail;
+    }
+    if (fcntl(fd, F_SETFL, O_APPEND) < 0) {
+        goto fail;
+    }
+    if (content_is_stale(&st)) {
+        if (ftruncate(fd, 0) < 0) {
+            goto fail;
+        }
+    }
+    else {
+        file->kept = st.st_size > 0;
+    }
+    file->fd = fd;
+    return 0;
+fail:;
+    int saved = errno;
+    close(fd);
+    errno = saved;
+    return -1;
+}
+
+/* Let go of the file without touching it: in the child of fork(), the
+   descriptor (and its lock) is the parent's. */
+void
+_PyPerfFile_Drop(_PyPerfFile *file)
+{
+    if (file->fd >= 0) {
+        close(file->fd);
+        file->fd = -1;
+    }
+}
+
+/* Unlock and close.  (The lock goes with the open file, which a mapping
+   of the file, like the jitdump's marker, would keep alive.) */
+void
+_PyPerfFile_Close(_PyPerfFile *file)
+{
+    if (file->fd >= 0) {
+        (void)flock(file->fd, LOCK_UN);
+    }
+    _PyPerfFile_Drop(file);
+}
+
+
+void *
+_PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
+{
+    if (size > PERF_RECORD_MAX) {
+        errno = EMSGSIZE;
+        return NULL;
+    }
+    return file->stage;
+}
+
+/* Take back the `n` bytes of a record that the file had room for only in
+   part (a full disk, a file size limit).  O_APPEND left the descriptor's
+   offset just after them.  If the file still ends there, they are cut
+   off; if another writer has appended since, cutting would take its
+   record instead: they are blanked out in place (spaces and a newline, a
+   line that perf skips), through a descriptor of the same file without
+   O_APPEND.  (The offset is only wrong if a C API caller wrote through
+   the same descriptor in between, on the same full disk.) */
+static void
+take_back(_PyPerfFile *file, size_t n)
+{
+    TEST_POINT("partial");
+    off_t end = lseek(file->fd, 0, SEEK_CUR);
+    struct stat st;
+    if (end < (off_t)n || fstat(file->fd, &st) < 0 || st.st_size < end) {
+        /* (Cut by someone else already.) */
+        return;
+    }
+    if (st.st_size == end) {
+        (void)ftruncate(file->fd, end - (off_t)n);
+        return;
+    }
+    char path[64];
+    PyOS_snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        memset(file->stage, ' ', n - 1);
+        file->stage[n - 1] = '\n';
+        (void)!pwrite(fd, file->stage, n, end - (off_t)n);
+        close(fd);
+    }
+}
+
+/* Append the record with one write(): others may append to the same file
+   (the map is the process's), and a record reaches the file whole or,
+   when the disk is full, not at all (take_back()). */
+int
+_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
+{
+    assert(size <= PERF_RECORD_MAX);
+    ssize_t n;
+    do {
+        n = write(file->fd, file->stage, size);
+    } while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)size) {
+        return 0;
+    }
+    if (n >= 0) {
+        int saved = n > 0 ? ENOSPC : EIO;
+        if (n > 0) {
+            take_back(file, (size_t)n);
+        }
+        errno = saved;
+    }
+    return -1;
+}
+
+int
+_PyPerfFile_Append(_PyPerfFile *file, const void *data, size_t size)
+{
+    void *room = _PyPerfFile_Reserve(file, size);
+    if (room == NULL) {
+        return -1;
+    }
+    memcpy(room, data, size);
+    return _PyPerfFile_Commit(file, size);
+}
+
+int
+_PyPerfFile_Kept(const _PyPerfFile *file)
+{
+    return file->kept;
+}
+
+int
+_PyPerfFile_Fd(const _PyPerfFile *file)
+{
+    return file->fd;
+}
+
+void
+_PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
+                       const char *detail)
+{
+    file->fail_what = what;
+    file->fail_detail = detail;
+}
+
+int
+_PyPerfFile_IsOpen(const _PyPerfFile *file)
+{
+    return file->fd >= 0;
+}
+
+/* (errno says why.)  This runs on call paths. */
+void
+_PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
+                 const char *backend)
+{
+    int saved = errno;
+    const char *path = file != NULL ? file->path : "?";
+    const char *detail = "";
+    if (file != NULL && file->fail_what != NULL) {
+        what = file->fail_what;
+        detail = file->fail_detail;
+    }
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot %s %s%s: %s; the %s "
+                         "backend is off and perf will not name Python "
+                         "functions",
+                         what, path, detail, strerror(saved),
+                         backend) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
+#else /* !PY_HAVE_PERF_TRAMPOLINE */
+
+void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE */

@@ -1,0 +1,256 @@
+#ifndef Py_PERF_INTERNAL_H
+#define Py_PERF_INTERNAL_H
+
+/* cpython-perf: what the files of the perf trampoline subsystem share
+   with each other (Python/perf_trampoline.c has the overview and the map
+   of the files).  Not installed, unlike Include/internal/: nothing here is
+   an interface of the interpreter.  Every name has the _PyPerf prefix and
+   hidden visibility, so that the dynamic symbol table does not grow. */
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+#include "pycore_perf_trampoline.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <pthread.h>
+
+/* Hidden: the files reach each other's functions and variables without
+   going through the dynamic symbol table (in a shared libpython, nor its
+   global offset table). */
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__ELF__)
+#  pragma GCC visibility push(hidden)
+#  define PERF_INTERNAL_POP_VISIBILITY
+#endif
+
+/* Test points: _testinternalcapi can stop a thread at one of the places
+   marked TEST_POINT("name"), inside a window between two steps, so that a
+   test shows what another thread (or the hook itself) may do there.
+   Never set outside tests; none is on the call path. */
+extern void (*_PyPerf_test_hook)(const char *where);
+#define TEST_POINT(where) \
+    do { \
+        if (_PyPerf_test_hook != NULL) { \
+            _PyPerf_test_hook(where); \
+        } \
+    } while (0)
+
+/* ---- Backends (Python/perf_map.c, Python/perf_jit_trampoline.c) -------
+
+   A backend describes one file format.  The shared machinery owns the
+   file (safe creation, appending, fork handling); the backend only turns
+   events into bytes and hands them to _PyPerfFile_Append() or
+   _PyPerfFile_Reserve()/_PyPerfFile_Commit(). */
+
+/* The trampoline template, Python/asm_trampoline.S: every trampoline is a
+   copy of the bytes between these two symbols. */
+extern char _Py_trampoline_func_start[];
+extern char _Py_trampoline_func_end[];
+
+typedef struct _PyPerfFile _PyPerfFile;
+
+typedef struct {
+    /* The name sys.activate_stack_trampoline() accepts. */
+    const char *name;
+    /* printf format of the file name, taking the pid as its only
+       argument, e.g. "/tmp/perf-%ld.map". */
+    const char *path_format;
+    /* Called once the file is open: write a header, set up markers.
+       Returns 0, or -1 with errno set. */
+    int (*init)(_PyPerfFile *file);
+    /* Describe one trampoline of `size` bytes at `code` for `co`.
+       Returns 0, or -1 with errno set. */
+    int (*write_entry)(_PyPerfFile *file, const void *code, size_t size,
+                       PyCodeObject *co);
+    /* Called before the file is closed at exit (not after fork). */
+    void (*fini)(_PyPerfFile *file);
+    /* Address space each trampoline needs for itself, from its first
+       byte, while this backend describes it (at least code_size).
+       Called after init. */
+    size_t (*bytes_per_code)(size_t code_size);
+} _PyPerfBackend;
+
+extern const _PyPerfBackend _PyPerf_MapBackend;
+extern const _PyPerfBackend _PyPerf_JitDumpBackend;
+
+/* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
+
+/* Bytes of the trampoline template. */
+static inline size_t
+_PyPerf_CodeSize(void)
+{
+    return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+}
+
+typedef struct {
+    PyCodeObject *code;           /* borrowed; NULL once the code dies */
+    unsigned char described;      /* bit i: backends[i] has an entry */
+    unsigned char running;        /* perf_codes.c: mark_running() */
+    unsigned int generation;      /* `described` is of this generation */
+} _PyPerfSlot;
+
+typedef struct _PyPerfArena {
+    struct _PyPerfArena *prev;
+    char *start;                  /* read+execute */
+    size_t size;                  /* bytes at start */
+    size_t slot_size;             /* distance between two trampolines */
+    size_t nslots;
+    size_t nused;                 /* slots handed out */
+    int inherited;                /* made by the parent of a fork() */
+    _PyPerfSlot *info;            /* one per slot */
+} _PyPerfArena;
+
+/* Every arena, newest first. */
+extern _PyPerfArena *_PyPerf_arenas;
+
+/* The next free trampoline, in an arena of this process whose slots are
+   at least `slot_size` bytes apart (a new one if need be), not handed out
+   yet: _PyPerfSlot_Take() does that.  NULL and errno. */
+extern char *_PyPerfSlot_Next(size_t slot_size);
+/* Hand out the trampoline _PyPerfSlot_Next() returned, to `code`. */
+extern _PyPerfSlot *_PyPerfSlot_Take(PyCodeObject *code);
+/* The record of the slot `tramp` is in, or NULL if it is in no arena. */
+extern _PyPerfSlot *_PyPerfSlot_Of(const char *tramp);
+/* The record of trampoline `tramp` if it was handed out, is still
+   `code`'s and is at least `slot_size` bytes from the next one; else
+   NULL. */
+extern _PyPerfSlot *_PyPerfSlot_Find(const char *tramp, PyCodeObject *code,
+                                     size_t slot_size);
+/* The co_extra free function of trampolines: `code` is going away. */
+extern void _PyPerfArena_ForgetCode(void *tramp);
+/* In the child of fork(): every arena so far is the parent's. */
+extern void _PyPerfArena_MarkInherited(void);
+/* Finalization: the code objects die; the slots stay used. */
+extern void _PyPerfArena_ForgetCodes(void);
+
+/* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
+
+/* A backend, as the core keeps it. */
+typedef struct {
+    const _PyPerfBackend *backend;
+    _PyPerfFile *file;            /* NULL until first activated */
+    size_t slot_size;             /* trampoline spacing it needs */
+    int bit;                      /* its bit in _PyPerfSlot.described */
+} _PyPerfBackendState;
+
+/* The first activation: take a co_extra index and check the layout.  0,
+   or -1 with an exception set. */
+extern int _PyPerfCode_Init(void);
+/* Finalization: forget the index and the code objects of the slots. */
+extern void _PyPerfCode_Fini(void);
+/* In the child of fork(): a co_extra index of its own (0), or none left
+   (-1: the child then describes everything it inherited at once). */
+extern int _PyPerfCode_TakeChildIndex(void);
+/* The child moves to files of its own: forget what the parent's files
+   described. */
+extern void _PyPerfCode_NewGeneration(void);
+/* Make `code` a trampoline spaced as `st` needs: the one it inherited, or
+   a new one.  NULL and errno. */
+extern char *_PyPerfCode_Trampoline(_PyPerfBackendState *st,
+                                    PyCodeObject *code, _PyPerfSlot **info);
+/* Describe one trampoline to `st` unless it already has.  0, or -1 and
+   errno. */
+extern int _PyPerfCode_Describe(_PyPerfBackendState *st, const char *tramp,
+                                _PyPerfSlot *info);
+/* Describe every live trampoline `st` has not seen yet, or only those of
+   the frames on this thread's stack (a child of fork()). */
+extern int _PyPerfCode_DescribeAll(_PyPerfBackendState *st);
+extern int _PyPerfCode_DescribeRunning(_PyPerfBackendState *st);
+
+/* ---- The core (Python/perf_trampoline.c), for Python/perf_api.c ------- */
+
+/* Turn the backend `name` on.  Returns 0 when active, 1 when the file
+   could not be used (a warning was issued), -1 with an exception set. */
+extern int _PyPerf_Activate(const char *name);
+/* Turn the active backend off, if any (the main interpreter's). */
+extern void _PyPerf_Deactivate(void);
+/* The active backend, or NULL. */
+extern const _PyPerfBackend *_PyPerf_Active(void);
+/* A new interpreter: activation is allowed again after finalization. */
+extern void _PyPerf_AllowActivation(void);
+/* PyUnstable_PerfTrampoline_SetPersistAfterFork(). */
+extern void _PyPerf_SetPersistAfterFork(int enable);
+/* Give `code` its trampoline now, with a backend active (it has none).
+   NULL if it cannot (the backend is then off, and a warning issued). */
+extern _PyPerfTrampolineFunc _PyPerf_NewTrampoline(PyCodeObject *code);
+/* The perf map, opened if it is not open yet (NULL and errno), and closed
+   unless the trampolines write to it.  Callers hold _PyPerf_files_lock. */
+extern _PyPerfFile *_PyPerf_OpenMap(void);
+extern void _PyPerf_CloseMap(void);
+
+/* ---- The writer (Python/perf_file.c) -------------------------------------
+
+   One file of this process, /tmp/<name>-<pid>.<ext>, opened safely and
+   only ever appended to.  Callers of _PyPerfFile_Open() and
+   _PyPerfFile_Close() hold _PyPerf_files_lock. */
+
+/* Serializes opening and closing files with the C API's callers, which
+   may hold no GIL, and with fork(). */
+extern pthread_mutex_t _PyPerf_files_lock;
+
+/* A record is assembled in a private buffer of this many bytes at most,
+   then appended to the file with one write(). */
+#define PERF_RECORD_MAX (16 * 1024)
+
+/* A closed file (NULL and errno when out of memory). */
+extern _PyPerfFile *_PyPerfFile_New(void);
+/* Open (or create) the file named by `path_format` (one %ld: the pid)
+   for appending, refusing anything but a regular file of ours with one
+   link that no other process holds, and emptying a stale one.  0, or -1
+   with errno set. */
+extern int _PyPerfFile_Open(_PyPerfFile *file, const char *path_format);
+/* Let go of the descriptor without touching the file (the child of
+   fork(): it is the parent's). */
+extern void _PyPerfFile_Drop(_PyPerfFile *file);
+/* Unlock and close. */
+extern void _PyPerfFile_Close(_PyPerfFile *file);
+extern int _PyPerfFile_IsOpen(const _PyPerfFile *file);
+/* A RuntimeWarning: "cannot WHAT PATH: <errno>; the BACKEND backend is
+   off" (or what _PyPerfFile_SetFailure() said).  Never raises, and keeps
+   an exception that is being propagated.  `file` may be NULL. */
+extern void _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
+                             const char *backend);
+
+/* Append one whole record of at most 16 KiB, with one write(): the file
+   holds it once this returns, whatever happens to the process next.  0 or
+   -1 (errno; the file still ends with a whole record). */
+extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
+                              size_t size);
+/* Or assemble a record in place: Reserve returns room for up to `size`
+   bytes (NULL and errno on failure), Commit appends the `size` bytes
+   written there (0 or -1 and errno, as Append). */
+extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
+extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+/* Non-zero if the file already held records of this process when it was
+   opened (after Py_Finalize() and Py_Initialize(), say): a header has
+   been written. */
+extern int _PyPerfFile_Kept(const _PyPerfFile *file);
+extern int _PyPerfFile_Fd(const _PyPerfFile *file);
+/* For init() failing at something other than making the file: the warning
+   then says "cannot WHAT PATH DETAIL: <errno>" (static strings). */
+extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
+                                   const char *detail);
+
+/* ---- Symbol names (Python/perf_names.c) ------------------------------- */
+
+/* Write the symbol of a code object, "py::QUALNAME:FILENAME", into buf:
+   valid UTF-8 on one line (control characters and line separators
+   replaced, lone surrogates spelt \udcXX, cut at a character boundary),
+   NUL-terminated, at most _PyPerf_NAME_MAX bytes before the NUL.  Return
+   its length and set *file_at to where FILENAME starts.  Never raises
+   and runs no Python code. */
+#define _PyPerf_NAME_MAX 3072
+extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
+                                 size_t *file_at);
+/* Write `value` in lowercase hex without leading zeros at `p`, return
+   the end (at most 16 bytes; no NUL).  Safe in any thread, without the
+   GIL. */
+extern char *_PyPerf_PutHex(char *p, uint64_t value);
+
+#ifdef PERF_INTERNAL_POP_VISIBILITY
+#  pragma GCC visibility pop
+#endif
+#endif /* PY_HAVE_PERF_TRAMPOLINE */
+#endif /* !Py_PERF_INTERNAL_H */
