@@ -250,10 +250,13 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
    part (a full disk, a file size limit).  O_APPEND left the descriptor's
    offset just after them.  If the file still ends there, they are cut
    off; if another writer has appended since, cutting would take its
-   record instead: they are blanked out in place (spaces and a newline, a
-   line that perf skips), through a descriptor of the same file without
-   O_APPEND.  (The offset is only wrong if a C API caller wrote through
-   the same descriptor in between, on the same full disk.) */
+   record instead: they are blanked out in place (spaces and a newline,
+   which perf reads as a nameless symbol of size 0 at address 0: nothing
+   of ours or theirs is misnamed), through a descriptor of the same file
+   without O_APPEND.  Only the map has other writers: the jitdump is
+   locked (flock) and written by this process alone, so its end is always
+   ours to cut.  Every writer of this process appends under the files
+   lock, so the offset O_APPEND left is the record's end. */
 static void
 take_back(_PyPerfFile *file, size_t n)
 {

@@ -140,6 +140,10 @@ typedef struct {
 extern int _PyPerfCode_Init(void);
 /* Finalization: forget the index and the code objects of the slots. */
 extern void _PyPerfCode_Fini(void);
+
+/* Python/perf_stack.c: forget the budget copied for the calls of a thread
+   state (the next interpreter numbers its thread states anew). */
+extern void _PyPerfStack_Fini(void);
 /* In the child of fork(): a co_extra index of its own (0), or none left
    (-1: the child then describes everything it inherited at once). */
 extern int _PyPerfCode_TakeChildIndex(void);

@@ -17,6 +17,7 @@
 #include "Python.h"
 #include "pycore_pystate.h"       // _PyThreadState_GET()
 #include "pycore_perf_trampoline.h"
+#include "perf_internal.h"        // _PyPerfStack_Fini()
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
@@ -87,5 +88,13 @@ _PyPerfTrampoline_StackLeft(void)
     return _PyPerf_StackPointer() - budget->low < budget->span;
 }
 #endif
+
+void
+_PyPerfStack_Fini(void)
+{
+#ifdef Py_ENABLE_SHARED
+    _PyPerf_stack_copy.id = 0;
+#endif
+}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

@@ -62,9 +62,9 @@
  * the parent) and, once the interpreter's at-fork hooks have run, starts
  * files named for its own pid, describing only what it runs.  Trampolines
  * are made and described with the GIL held; _PyPerf_files_lock serializes
- * opening and closing files with the C API's callers, which may hold no
- * GIL, and with fork(), which waits for it (a child never sees a file half
- * opened).
+ * opening, writing and closing files with the C API's callers, which may
+ * hold no GIL, and with fork(), which waits for it (a child never sees a
+ * file half opened).
  *
  * The files
  * ---------
@@ -162,8 +162,9 @@ describe_activated(backend_state *st)
 /* ---- Activation --------------------------------------------------------- */
 
 /* In the child of fork(): the descriptors and mappings belong to the
-   parent's files.  Drop them (munmap() and close() only) so that nothing
-   of the child's can reach the parent's files; the rest waits for
+   parent's files.  Drop them (close() only: the jitdump's marker mapping
+   is let go later, by the backend) so that nothing of the child's can
+   reach the parent's files; the rest waits for
    _PyPerfTrampoline_AfterForkChild() or the next trampoline. */
 static void
 atfork_child(void)
@@ -329,6 +330,13 @@ _PyPerf_Activate(const char *name)
     int saved = errno;
     if (failed == 2) {
         _PyPerfFile_Close(st->file);
+        /* Describing may have moved live code objects to slots of the new
+           backend's spacing (Python/perf_codes.c), which the backend that
+           stays active has not described: it does now, or they would run
+           unnamed from then on. */
+        if (perf.active != NULL && perf.active != st && !perf.forked) {
+            (void)_PyPerfCode_DescribeAll(perf.active);
+        }
     }
     if (!failed) {
         deactivate_locked();
@@ -443,6 +451,7 @@ _PyPerfTrampoline_Fini(void)
        used: a daemon thread may still be inside one, and perf may name
        samples taken there. */
     _PyPerfCode_Fini();
+    _PyPerfStack_Fini();
     /* Until the next initialization (embedding applications may have
        one): finalizers still run Python code, and may call
        sys.activate_stack_trampoline(). */
@@ -479,8 +488,14 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
         warn_memory_error(st);
         return NULL;
     }
-    if (_PyPerfCode_Describe(st, tramp, info) < 0) {
-        int saved = errno;
+    /* Under the files lock, as every other writer of the process's files
+       (the C API's callers hold no GIL): a record written in part is then
+       taken back before any of them can append behind it. */
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    int failed = _PyPerfCode_Describe(st, tramp, info) < 0;
+    int saved = errno;
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+    if (failed) {
         _PyPerf_Deactivate();
         errno = saved;
         _PyPerfFile_Warn(st->file, "write", st->backend->name);

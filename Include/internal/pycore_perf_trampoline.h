@@ -177,8 +177,9 @@ _PyPerf_StackPointer(void)
    trampolined call, with the id of its thread state, copied by
    _PyPerfTrampoline_StackLeft().  Trampolined calls run with the GIL held,
    in the main interpreter only, whose thread state ids start at 1 and are
-   never reused (the address of a thread state may be, by a thread with
-   another stack). */
+   not reused while it lives (the address of a thread state may be, by a
+   thread with another stack); the copy is forgotten when it is finalized,
+   since the next one numbers its thread states from 1 again. */
 typedef struct {
     uint64_t id;
     uintptr_t low;
