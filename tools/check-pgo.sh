@@ -35,15 +35,19 @@ if [ ! -x "$obj/python" ] || [ "$src/Python/ceval.c" -nt "$obj/python" ]; then
 fi
 py=$obj/python
 
-# The trampoline call must not sit in the cold section (where GCC puts
-# what the training never ran, optimized for size).
-if command -v objdump >/dev/null 2>&1; then
-    cold=$(objdump -d --no-show-raw-insn "$py" | awk '
-        /^[0-9a-f]+ <.*>:$/ { fn = $2 }
-        fn == "<_PyEval_EvalFrameDefault.cold>:" && /call +\*/ { n++ }
-        END { print n + 0 }')
-    echo "indirect calls in _PyEval_EvalFrameDefault.cold: $cold"
-fi
+# The trampoline call (the one that passes _PyEval_EvalFrameDefault as
+# the evaluator) must not sit in the cold section, where GCC puts what the
+# training never ran, optimized for size.
+where=$(objdump -d --no-show-raw-insn "$py" | awk '
+    /^[0-9a-f]+ <.*>:$/ { fn = $2 }
+    fn ~ /^<_PyEval_EvalFrameDefault/ && /lea .*<_PyEval_EvalFrameDefault>/ {
+        print fn }' | sort -u | tr -d '<>:' | tr '\n' ' ')
+echo "the trampoline call is in: $where"
+case $where in
+    *.cold*|"")
+        echo "error: not in the hot body of _PyEval_EvalFrameDefault" >&2
+        exit 1 ;;
+esac
 
 echo "+ instructions per Python call (callgrind, fib(22) - fib(20))"
 PYTHONPATH="$here/bench" "$py" - "$py" "$here/bench/workloads/fib.py" <<'EOF'

@@ -5,18 +5,20 @@ profile task, which never turns the perf trampoline on.  GCC then treats
 every block that task did not run as never executed: it moves the blocks
 of _PyEval_EvalFrameDefault() that run Python calls through their
 trampolines to the function's cold section and optimizes them for size,
-and -X perf costs a third more per call than on a build without profile
-feedback.  Attributes cannot help (profile counts override them), so the
-build runs this module too, under -X perf, after the profile task:
+and -X perf costs 123 extra instructions per call on fib, where a build
+without profile feedback costs 77.  Attributes cannot help (profile
+counts override them), so the build runs this module too, under -X perf,
+after the profile task:
 
     ./python -X perf -m test.perf_pgo_task
 
-It makes a few million Python-to-Python calls of each kind the evaluator
-runs through a trampoline (CALL_PY_EXACT_ARGS, CALL_PY_WITH_DEFAULTS, the
-generic CALL with keywords, BINARY_SUBSCR_GETITEM), enough for GCC to
-count those blocks as hot, and a few percent of the profile task's calls,
-so the profile of everything else stays that of the task.  It removes
-the perf map it wrote.
+It makes Python-to-Python calls of each kind the evaluator runs through
+a trampoline (CALL_PY_EXACT_ARGS, CALL_PY_WITH_DEFAULTS, the
+generic CALL with keywords, BINARY_SUBSCR_GETITEM: 2.7 million calls in
+all, under a second), enough for GCC to count those blocks as hot, while
+the profile of the rest (the calls without -X perf included) stays that
+of the task: fib costs no more off than on stock 3.11.2's PGO build.  It
+removes the perf map it wrote.
 """
 
 import os
