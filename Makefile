@@ -42,6 +42,7 @@ CHECK_DIST   ?= build-check-dist
 CHECK_EXPORT ?= build-check-export
 STOCK   := build-stock
 ASAN    := build-asan
+PGO     := build-pgo
 
 # Misc/NEWS.d has directories with spaces in their names ("Core and
 # Builtins"): the names are sorted first, then their spaces escaped, which
@@ -61,7 +62,7 @@ CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
         check-series regrtest-perf check-abi sanitize check-viewer docs series dist \
         check-cross check-copies check-install \
-        check-dist check-export clean distclean
+        check-dist check-export check-pgo clean distclean
 
 all: $(BUILD)/python
 
@@ -87,6 +88,8 @@ help:
 	@echo "make check-install  make install build/ into a prefix and a DESTDIR, a venv,"
 	@echo "                -X perf under perf, the perf tests from the installed"
 	@echo "                stdlib ($(INSTALL_DIR)/, or INSTALL_DIR=anywhere; ~3 min)"
+	@echo "make check-pgo  GCC PGO+LTO build (--enable-optimizations --with-lto, trained"
+	@echo "                without -X perf) in $(PGO)/: per-call figures, perf, tests (~15 min)"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
@@ -216,6 +219,13 @@ INSTALL_DIR ?= build-install
 check-install: $(BUILD)/python
 	$(CLEAN_ENV) tools/check-install.sh $(BUILD) $(INSTALL_DIR) examples/demo.py
 
+# The patched tree built as distributions build it with GCC: PGO trained
+# by CPython's own profile task (which never runs -X perf), then LTO.
+# tools/check-pgo.sh prints the per-call figures and runs perf and the
+# perf tests with it.
+check-pgo: $(BUILD)/python
+	$(CLEAN_ENV) tools/check-pgo.sh $(SRC) $(PGO) $(JOBS)
+
 # A profile of examples/demo.py opened in speedscope and a flame graph in
 # headless Chromium, and in hotspot's parser (tools/viewer/viewer.test.mjs);
 # screenshots in build/viewer-shots/.
@@ -320,5 +330,5 @@ clean:
 	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) build-series build-cross-* \
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) $(PGO) build-series build-cross-* \
 	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT) build-install
