@@ -44,7 +44,8 @@ new_files_of() {
                  Python/perf_jit_trampoline.c Python/perf_map.c \
                  Python/perf_arena.c Python/perf_file.c Python/perf_names.c \
                  Python/perf_stack.c Python/perf_api.c Python/perf_internal.h \
-                 Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h ;;
+                 Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h \
+                 Lib/test/perf_pgo_task.py ;;
         tests) echo 'Lib/test/*' ;;
         docs)  echo 'Doc/*' 'Misc/*' ;;
     esac
