@@ -89,7 +89,7 @@ help:
 	@echo "                -X perf under perf, the perf tests from the installed"
 	@echo "                stdlib ($(INSTALL_DIR)/, or INSTALL_DIR=anywhere; ~3 min)"
 	@echo "make check-pgo  GCC PGO+LTO build (--enable-optimizations --with-lto, trained"
-	@echo "                without -X perf) in $(PGO)/: per-call figures, perf, tests (~15 min)"
+	@echo "                without -X perf) in $(PGO)/: per-call figures, perf, tests (15 min idle, 35 loaded)"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
