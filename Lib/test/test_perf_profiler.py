@@ -2441,6 +2441,17 @@ class TestHostileInput(unittest.TestCase):
             self.skipTest(f"cannot set up /tmp here: {proc.stderr}")
         return proc
 
+    def tmpfs_on_tmp(self, options):
+        """Shell commands for run_with_tmp(): a new tmpfs mounted with
+        `options` becomes /tmp, the real one stays visible at /tmp/orig,
+        and the interpreter's directories under /tmp are bound back."""
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        return (f'mount -t tmpfs -o {options} none {tmp} && '
+                f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
+                f'mount --move {tmp} /tmp && '
+                + rebind_interpreter("/tmp/orig"))
+
     def check_warned_and_ran(self, proc, message):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
@@ -2494,13 +2505,7 @@ class TestHostileInput(unittest.TestCase):
         # A /tmp mounted noexec: the dump is made, but perf inject finds a
         # dump only through its executable mapping, which fails.  The
         # warning says that this is what failed, and why it may have.
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        setup = (f'mount -t tmpfs -o noexec none {tmp} && '
-                 f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
-                 f'mount --move {tmp} /tmp && '
-                 'case $PY in /tmp/*) PY=/tmp/orig/${PY#/tmp/};; esac')
-        proc = self.run_with_tmp(setup, "perf_jit")
+        proc = self.run_with_tmp(self.tmpfs_on_tmp("noexec"), "perf_jit")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
         self.assertRegex(
@@ -2515,14 +2520,8 @@ class TestHostileInput(unittest.TestCase):
         # (The map's counterpart is TestPerfMapFile.test_full_disk.)  A
         # small tmpfs on /tmp: the program runs on, a warning says why, and
         # the dump keeps its whole records, strictly valid.
-        tmp = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
-        setup = (f'mount -t tmpfs -o size=256k none {tmp} && '
-                 f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
-                 f'mount --move {tmp} /tmp && '
-                 + rebind_interpreter("/tmp/orig"))
         proc = self.run_with_tmp(
-            setup, "perf_jit", code=MANY_FUNCTIONS,
+            self.tmpfs_on_tmp("size=256k"), "perf_jit", code=MANY_FUNCTIONS,
             after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         out, _, dump = proc.stdout.partition("== dump\n")
@@ -2531,7 +2530,8 @@ class TestHostileInput(unittest.TestCase):
                       proc.stderr)
         self.assertIn("No space left on device", proc.stderr)
         self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
-        path = os.path.join(tmp, "jit.dump")
+        path = os.path.join(self.enterContext(os_helper.temp_dir()),
+                            "jit.dump")
         with open(path, "wb") as f:
             f.write(bytes.fromhex(dump))
         records = read_jitdump(path, script_pid(out))
