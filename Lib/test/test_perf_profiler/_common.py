@@ -24,26 +24,6 @@ from test.support.perf_helper import (
     read_jitdump, read_map_file, run_and_forget, script_pid, written_since)
 
 
-# The nested calls of the perf howto.  The script prints its pid first so
-# that the test knows which map file is its own.
-NESTED = """\
-import os, sys
-print("PID", os.getpid(), flush=True)
-
-def foo(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
-
-def bar(n):
-    return foo(n)
-
-def baz(n):
-    return bar(n)
-"""
-NESTED_NAMES = ("foo", "bar", "baz")
-
 # Runs 3,000 functions once each: files of several hundred KiB, appended
 # to one record at a time.
 MANY_FUNCTIONS = """\

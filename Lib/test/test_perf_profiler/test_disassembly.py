@@ -5,11 +5,11 @@ and clones."""
 import unittest
 
 from test.support.perf_helper import (
-    function_of, is_function, parse_perf_script)
+    NESTED_NAMES, function_of, is_function, parse_perf_script)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
-    EVALUATOR, NESTED_NAMES, TRAMPOLINE_CALLERS, assert_python_stacks,
-    evaluator_transfers, parse_disassembly, setUpModule, tearDownModule)
+    EVALUATOR, TRAMPOLINE_CALLERS, assert_python_stacks, evaluator_transfers,
+    parse_disassembly, setUpModule, tearDownModule)
 
 
 class TestDisassemblyCheck(unittest.TestCase):

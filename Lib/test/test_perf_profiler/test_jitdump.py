@@ -15,15 +15,14 @@ import unittest
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD,
-    JIT_CODE_UNWINDING_INFO, NO_TRAMPOLINE, cfa_table, env_with,
-    expected_cfa_rules, forget_files, jit_path, map_path, parse_perf_script,
-    perf_command, read_jitdump, read_map_file, requires_perf_inject_jit,
-    run_and_forget, script_pid, written_since)
+    JIT_CODE_UNWINDING_INFO, NESTED, NESTED_NAMES, NO_TRAMPOLINE, cfa_table,
+    env_with, expected_cfa_rules, forget_files, jit_path, map_path,
+    parse_perf_script, perf_command, read_jitdump, read_map_file,
+    requires_perf_inject_jit, run_and_forget, script_pid, written_since)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
-    FORK_SOURCE, KILL_ITSELF, MANY_FUNCTIONS, NESTED, NESTED_NAMES,
-    PerfTestCase, assert_python_stacks, check_planted_symlink, setUpModule,
-    tearDownModule)
+    FORK_SOURCE, KILL_ITSELF, MANY_FUNCTIONS, PerfTestCase,
+    assert_python_stacks, check_planted_symlink, setUpModule, tearDownModule)
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)

@@ -9,13 +9,13 @@ import textwrap
 import unittest
 
 from test.support.perf_helper import (
-    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, env_with,
-    is_function, map_path, read_map_file, requires_perf)
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES, NO_TRAMPOLINE,
+    env_with, is_function, map_path, read_map_file, requires_perf)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
-    EVALUATOR, KILL_ITSELF, NESTED, NESTED_NAMES, PerfTestCase,
-    TRAMPOLINE_CALLERS, assert_python_stacks, evaluator_transfers,
-    parse_disassembly, setUpModule, tearDownModule)
+    EVALUATOR, KILL_ITSELF, PerfTestCase, TRAMPOLINE_CALLERS,
+    assert_python_stacks, evaluator_transfers, parse_disassembly, setUpModule,
+    tearDownModule)
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
