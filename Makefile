@@ -118,9 +118,16 @@ $(STAMPS)/patched: $(STAMPS)/unpacked $(PATCHES)/series $(SERIES) \
 	tools/prepare-tree.sh $(SRC) $(PATCHES) configure.ac.fragment
 	@touch $@
 
+# Files that once were overlay files and are not any more (moved, removed):
+# a tree prepared before still has them, and would run and install them.
+GONE := Lib/test/test_perf_profiler.py
+
 # Overlay files are copied only when they differ, so make in the objdir sees
 # new mtimes for exactly the files that were edited.
 $(STAMPS)/overlay: $(STAMPS)/patched $(OVERLAY)
+	@for f in $(GONE); do \
+	    [ ! -e "$(SRC)/$$f" ] || { rm -f "$(SRC)/$$f" && echo "removed $$f"; }; \
+	done
 	@for f in $(OVERLAY); do \
 	    cmp -s "$$f" "$(SRC)/$$f" || { mkdir -p "$(SRC)/$$(dirname "$$f")" && \
 	                              cp "$$f" "$(SRC)/$$f" && echo "overlay $$f"; }; \

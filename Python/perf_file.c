@@ -20,7 +20,9 @@
  * addresses its names).
  *
  * Failure to create or write a file is a RuntimeWarning
- * (_PyPerfFile_Warn()); the caller turns the backend off and the program
+ * (_PyPerfFile_Warn(), which the core also gives when no executable memory
+ * can be had for trampolines: one wording for every reason a backend
+ * turns itself off); the caller turns the backend off and the program
  * runs on.  _PyPerf_files_lock serializes opening and closing files with
  * the C API's callers, which may hold no GIL, and with fork(), which waits
  * for it (Python/perf_trampoline.c: a child never sees a file half
@@ -349,19 +351,22 @@ _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
                  const char *backend)
 {
     int saved = errno;
-    const char *path = file != NULL ? file->path : "?";
-    const char *detail = "";
-    if (file != NULL && file->fail_what != NULL) {
-        what = file->fail_what;
-        detail = file->fail_detail;
+    const char *space = "", *path = "", *detail = "";
+    if (file != NULL) {
+        space = " ";
+        path = file->path;
+        if (file->fail_what != NULL) {
+            what = file->fail_what;
+            detail = file->fail_detail;
+        }
     }
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
     if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot %s %s%s: %s; the %s "
+                         "perf trampoline: cannot %s%s%s%s: %s; the %s "
                          "backend is off and perf will not name Python "
                          "functions",
-                         what, path, detail, strerror(saved),
+                         what, space, path, detail, strerror(saved),
                          backend) < 0) {
         PyErr_WriteUnraisable(NULL);
     }

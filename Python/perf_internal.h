@@ -213,7 +213,9 @@ extern void _PyPerfFile_Close(_PyPerfFile *file);
 extern int _PyPerfFile_IsOpen(const _PyPerfFile *file);
 /* A RuntimeWarning: "cannot WHAT PATH: <errno>; the BACKEND backend is
    off" (or what _PyPerfFile_SetFailure() said).  Never raises, and keeps
-   an exception that is being propagated.  `file` may be NULL. */
+   an exception that is being propagated.  With `file` NULL (no file is
+   to blame: executable memory refused, or no file could be allocated)
+   the warning is "cannot WHAT: <errno>; ...". */
 extern void _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
                              const char *backend);
 

@@ -127,26 +127,6 @@ static struct {
     },
 };
 
-/* A RuntimeWarning about executable memory for trampolines (errno says
-   why: an address space limit, a policy that forbids executable
-   mappings).  Never raises, and keeps an exception that is being
-   propagated: this runs on call paths. */
-static void
-warn_memory_error(backend_state *st)
-{
-    int saved = errno;
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot map executable memory for "
-                         "trampolines: %s; the %s backend is off and perf "
-                         "will not name Python functions",
-                         strerror(saved), st->backend->name) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    PyErr_Restore(exc, val, tb);
-}
-
 /* Set while a child of fork() re-activates its parent's backend. */
 static int activating_after_fork;
 
@@ -348,7 +328,10 @@ _PyPerf_Activate(const char *name)
     TEST_POINT("activated");
     if (failed) {
         errno = saved;
-        _PyPerfFile_Warn(st->file, failed == 1 ? "create" : "write",
+        /* (No file at all: it could not be allocated.) */
+        _PyPerfFile_Warn(st->file,
+                         st->file == NULL ? "create its file"
+                         : failed == 1 ? "create" : "write",
                          st->backend->name);
         return 1;
     }
@@ -484,8 +467,11 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
         /* Once: calls of new code objects would all try again. */
         int saved = errno;
         _PyPerf_Deactivate();
+        /* errno says why: an address space limit, a policy that forbids
+           executable mappings. */
         errno = saved;
-        warn_memory_error(st);
+        _PyPerfFile_Warn(NULL, "map executable memory for trampolines",
+                         st->backend->name);
         return NULL;
     }
     /* Under the files lock, as every other writer of the process's files

@@ -133,7 +133,7 @@ if do_install prefix prefix="$prefix"; then
         py=$venv/bin/python
         check_sysconfig "$py"
         check_perf venv "$py"
-        where=$("$py" -c 'import test.test_perf_profiler, test.test_perfmaps, test.test_perf_storms, sys
+        where=$("$py" -c 'import test.test_perf_profiler._common, test.test_perfmaps, test.test_perf_storms, sys
 print(*[m.__file__ for n, m in sys.modules.items() if n.startswith("test.test_perf")])' 2>&1) || true
         outside=
         for f in $where; do

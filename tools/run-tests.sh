@@ -3,7 +3,7 @@
 #
 #   run-tests.sh PYTHON...
 #
-# For each interpreter: Lib/test/test_perf_profiler.py (verbose), then
+# For each interpreter: the package Lib/test/test_perf_profiler/ (verbose), then
 # test_perf_unwind, test_perfmaps and test_perf_storms.  Then, on
 # the first interpreter, a slice of CPython's own suite in three modes (off,
 # PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1), which must give the same

@@ -188,6 +188,21 @@ assert total == 7 * N, total
 print("DONE", flush=True)
 """
 
+def fork_one(child, parent):
+    """Source that forks one child, which runs `child` (it prints "CHILD 0
+    pid") and leaves through os._exit(0), while the parent runs `parent`,
+    then waits for it: a child that did not exit with 0 fails the
+    parent."""
+    return ("pid = os.fork()\n"
+            "if pid == 0:\n"
+            + textwrap.indent(child, "    ")
+            + "    os._exit(0)\n"
+            + parent
+            + "_, status = os.waitpid(pid, 0)\n"
+            "if os.waitstatus_to_exitcode(status) != 0:\n"
+            "    raise SystemExit(f'child {pid}: status {status}')\n")
+
+
 # A thread without the GIL (ctypes.CDLL) opens the map through the C API
 # and is stopped between open() and storing the descriptor (a test point
 # of _testinternalcapi); the main thread forks meanwhile.  The child must
@@ -204,23 +219,20 @@ t.perf_trampoline_test_point("opened", (stopped_w, resume_r))
 thread = threading.Thread(target=write, args=(0x1000, 16, b"entry"))
 thread.start()
 os.read(stopped, 1)
-pid = os.fork()
-if pid == 0:
-    mine = f"/tmp/perf-{os.getppid()}.map"
-    held = []
-    for fd in os.listdir("/proc/self/fd"):
-        try:
-            if os.readlink(f"/proc/self/fd/{fd}") == mine:
-                held.append(fd)
-        except OSError:
-            pass
-    os.write(1, f"CHILD 0 {os.getpid()}\\nHELD {held}\\n".encode())
-    os._exit(0)
+""" + fork_one(child="""\
+mine = f"/tmp/perf-{os.getppid()}.map"
+held = []
+for fd in os.listdir("/proc/self/fd"):
+    try:
+        if os.readlink(f"/proc/self/fd/{fd}") == mine:
+            held.append(fd)
+    except OSError:
+        pass
+os.write(1, f"CHILD 0 {os.getpid()}\\nHELD {held}\\n".encode())
+""", parent="""\
 os.write(resume, b"x")
 thread.join()
-_, status = os.waitpid(pid, 0)
-assert os.waitstatus_to_exitcode(status) == 0, status
-"""
+""")
 
 # The child's files move after the interpreter's at-fork hooks: a warning
 # about them (the child cannot create its file: no descriptor is left)
@@ -245,15 +257,12 @@ os.register_at_fork(after_in_child=reinit)
 soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 lock.acquire()
 resource.setrlimit(resource.RLIMIT_NOFILE, (3, hard))
-pid = os.fork()
-if pid == 0:
-    print("CHILD 0", os.getpid(), flush=True)
-    os._exit(0)
+""" + fork_one(child="""\
+print("CHILD 0", os.getpid(), flush=True)
+""", parent="""\
 resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 lock.release()
-_, status = os.waitpid(pid, 0)
-assert os.waitstatus_to_exitcode(status) == 0, status
-"""
+""")
 
 # perf to perf_jit while frames run: the frames running in trampolines
 # spaced for the map (too close for the jitdump) finish there, so the dump

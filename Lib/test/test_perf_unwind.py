@@ -105,21 +105,8 @@ def tearDownModule():
 
 # ---- perf inject's ELF files -----------------------------------------------
 
-WORKLOAD = """\
-import os
-print("PID", os.getpid(), flush=True)
-
-def leaf(n):
-    x = 0
-    for i in range(n):
-        x += i
-    return x
-
-def middle(n):
-    return leaf(n)
-
-middle(2_000_000)
-"""
+# The nested calls of the other perf tests: foo() is the innermost.
+WORKLOAD = perf_helper.NESTED + "baz(2_000_000)\n"
 
 _injected = None
 
@@ -157,8 +144,8 @@ def injected_files():
             files[symbol_of(dest)] = dest
     finally:
         perf_helper.forget_files(ModuleRuns, pid)
-    if not any(name.startswith("py::leaf:") for name in files):
-        raise AssertionError(f"no jitted-*.so for leaf(): {sorted(files)}")
+    if not any(name.startswith("py::foo:") for name in files):
+        raise AssertionError(f"no jitted-*.so for foo(): {sorted(files)}")
     _injected = files
     return files
 

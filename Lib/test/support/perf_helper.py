@@ -3,7 +3,8 @@ interpreter and perf, finding the pids of the processes a test started,
 strict readers of /tmp/perf-PID.map and /tmp/jit-PID.dump, cleanup of the
 files those processes wrote, and probes of what perf can do here.
 
-Used by test_perf_profiler, test_perfmaps and test_perf_storms.
+Used by test_perf_profiler, test_perf_unwind, test_perfmaps and
+test_perf_storms.
 """
 
 import bisect
@@ -256,6 +257,28 @@ def forget_path(test, path):
     """Remove `path`, which a process of `test` has just made or written,
     after the test if it is unchanged then."""
     test.addCleanup(_remove_unchanged, _own_files([path], None))
+
+
+# The nested calls of the perf howto, the program that the profiling tests
+# run (with a call of baz() appended).  The script prints its pid first so
+# that the test knows which files are its own.
+NESTED = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+
+def foo(n):
+    x = 0
+    for i in range(n):
+        x += i
+    return x
+
+def bar(n):
+    return foo(n)
+
+def baz(n):
+    return bar(n)
+"""
+NESTED_NAMES = ("foo", "bar", "baz")
 
 
 PID_LINE = r"^PID (\d+)$"

@@ -1,0 +1,405 @@
+"""Hostile environments: a /tmp that is read-only, not a directory,
+noexec or full; no descriptors left; executable memory refused; signal
+storms (the rows of the README table "Bad input and hostile
+environments" after the file names; the rest is in test_hostile_input)."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+from test.support import os_helper
+from test.support.perf_helper import (
+    HAVE_TRAMPOLINE, JIT_CODE_LOAD, MAP_LINE, NO_TRAMPOLINE, env_with,
+    forget_path, jit_path, map_path, read_jitdump, read_map_file, script_pid)
+# (setUpModule runs the probes of perf_helper for this module's tests.)
+from ._common import (
+    HostileInputCase, MANY_FUNCTIONS, interpreter_dirs_under_tmp,
+    pid_namespace_command, rebind_interpreter, setUpModule, tearDownModule)
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+class TestHostileInput(HostileInputCase):
+    """Hostile environments, one test per row of the README table "Bad
+    input and hostile environments" from the hostile /tmp on: a clear
+    error or warning, the program and its output untouched, files that
+    stay readable."""
+
+    # -- a hostile /tmp ------------------------------------------------------
+
+    def run_with_tmp(self, setup, option, code=None, after="true"):
+        """Run `code` under -X `option` in a private mount namespace whose
+        /tmp `setup` (shell commands) has changed, then `after` (shell
+        commands, in the namespace).  `$PY` is the interpreter.  Returns
+        the CompletedProcess; its return code is the interpreter's."""
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        code = code or ("import os; print('PID', os.getpid(), flush=True)\n"
+                        "def f():\n    return 45\nprint('output intact', f())")
+        shell = (f'PY=$0; {setup} || exit 99; "$PY" -X {option} -c "$1"; '
+                 f'rc=$?; {after}; exit $rc')
+        proc = subprocess.run([unshare, "-m", "sh", "-c", shell,
+                               sys.executable, code],
+                              capture_output=True, text=True, env=env_with())
+        if proc.returncode == 99:
+            self.skipTest(f"cannot set up /tmp here: {proc.stderr}")
+        return proc
+
+    def tmpfs_on_tmp(self, options):
+        """Shell commands for run_with_tmp(): a new tmpfs mounted with
+        `options` becomes /tmp, the real one stays visible at /tmp/orig,
+        and the interpreter's directories under /tmp are bound back."""
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        return (f'mount -t tmpfs -o {options} none {tmp} && '
+                f'mkdir {tmp}/orig && mount --bind /tmp {tmp}/orig && '
+                f'mount --move {tmp} /tmp && '
+                + rebind_interpreter("/tmp/orig"))
+
+    def check_warned_and_ran(self, proc, message):
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
+        self.assertIn("RuntimeWarning: perf trampoline: cannot create",
+                      proc.stderr)
+        self.assertIn(message, proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+
+    def test_tmp_read_only(self):
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = self.run_with_tmp(
+                    "mount --bind /tmp /tmp && "
+                    "mount -o remount,bind,ro /tmp", option)
+                self.check_warned_and_ran(proc, "Read-only file system")
+
+    def test_tmp_not_a_directory(self):
+        # A new root in which /tmp is a regular file, the rest of the
+        # system bound in.
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        shell = ('R=$(mktemp -d) && mount -t tmpfs none "$R" || exit 99; '
+                 'for d in /*; do [ "$d" = /tmp ] && continue; '
+                 '[ -d "$d" ] || continue; mkdir "$R$d" && '
+                 'mount --rbind "$d" "$R$d" || exit 99; done; '
+                 'echo "not a directory" > "$R/tmp" || exit 99; '
+                 'mkdir "$R/tmp-orig" && mount --rbind /tmp "$R/tmp-orig" '
+                 '|| exit 99; '
+                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
+        # Nothing can live under /tmp in that root.  An interpreter whose
+        # tree does is run from the real /tmp, bound in as /tmp-orig: its
+        # real binary (a venv's python is a symlink to its base's, and its
+        # pyvenv.cfg names it by absolute path), which finds its prefix
+        # from where it is.
+        python = sys.executable
+        if interpreter_dirs_under_tmp():
+            python = "/tmp-orig" + os.path.realpath(python)[len("/tmp"):]
+        code = ("import os; print('PID', os.getpid(), flush=True)\n"
+                "def f():\n    return 45\nprint('output intact', f())")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc = subprocess.run(
+                    [unshare, "-m", "sh", "-c", shell, python, code,
+                     option], capture_output=True, text=True, env=env_with())
+                if proc.returncode == 99:
+                    self.skipTest("cannot make a new root here")
+                self.check_warned_and_ran(proc, "Not a directory")
+
+    def test_tmp_noexec_jitdump(self):
+        # A /tmp mounted noexec: the dump is made, but perf inject finds a
+        # dump only through its executable mapping, which fails.  The
+        # warning says that this is what failed, and why it may have.
+        proc = self.run_with_tmp(self.tmpfs_on_tmp("noexec"), "perf_jit")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.splitlines()[-1], "output intact 45")
+        self.assertRegex(
+            proc.stderr,
+            r"RuntimeWarning: perf trampoline: cannot map /tmp/jit-\d+\.dump "
+            r"executable \(the marker perf inject looks for; is its file "
+            r"system mounted noexec\?\): Operation not permitted; the "
+            r"perf_jit backend is off")
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+
+    def test_tmp_full_jitdump(self):
+        # (The map's counterpart is TestPerfMapFile.test_full_disk, in
+        # test_map_file.)  A small tmpfs on /tmp: the program runs on, a
+        # warning says why, and the dump keeps its whole records, strictly
+        # valid.
+        proc = self.run_with_tmp(
+            self.tmpfs_on_tmp("size=256k"), "perf_jit", code=MANY_FUNCTIONS,
+            after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out, _, dump = proc.stdout.partition("== dump\n")
+        self.assertEqual(out.split()[-1], str(sum(range(3000))))
+        self.assertIn("RuntimeWarning: perf trampoline: cannot write",
+                      proc.stderr)
+        self.assertIn("No space left on device", proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+        path = os.path.join(self.enterContext(os_helper.temp_dir()),
+                            "jit.dump")
+        with open(path, "wb") as f:
+            f.write(bytes.fromhex(dump))
+        records = read_jitdump(path, script_pid(out))
+        loads = [rec for rid, rec in records if rid == JIT_CODE_LOAD]
+        self.assertGreater(len(loads), 100)
+
+    def test_descriptor_limit_exhausted(self):
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(f"""
+                    import os, resource, sys
+                    print("PID", os.getpid(), flush=True)
+                    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                    resource.setrlimit(resource.RLIMIT_NOFILE, (64, hard))
+                    held = []
+                    try:
+                        while True:
+                            held.append(os.open(os.devnull, os.O_RDONLY))
+                    except OSError:
+                        pass
+                    sys.activate_stack_trampoline({option!r})
+                    print(sys.is_stack_trampoline_active())
+                    for fd in held:
+                        os.close(fd)
+                    sys.activate_stack_trampoline({option!r})
+                    def later():
+                        return 1
+                    later()
+                    print(sys.is_stack_trampoline_active())
+                    """)
+                self.assertEqual(proc.stdout.split()[-2:], ["False", "True"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot "
+                              "create", proc.stderr)
+                self.assertIn("Too many open files", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.assertIn("py::later:<string>", self.check_files(pid))
+
+    def test_stale_file_of_same_pid(self):
+        # A file left by an earlier process with our pid (as pid 1 of a
+        # pid namespace, this one's pid is known): perf must not show its
+        # names for ours.  It is truncated before our first record.
+        pid1 = pid_namespace_command(self)
+        stale = {"perf": ("7f0000000000 1000 py::stale_function:old.py\n"
+                          * 1000).encode(),
+                 "perf_jit": b"\x01" * 40 + b"py::stale_function" * 500}
+        for option, path in (("perf", map_path(1)),
+                             ("perf_jit", jit_path(1))):
+            with self.subTest(option=option):
+                os_helper.unlink(path)
+                with open(path, "wb") as f:
+                    f.write(stale[option])
+                os.chmod(path, 0o600)
+                # last written by that earlier process, a while ago
+                old = os.stat(path).st_mtime - 3600
+                os.utime(path, (old, old))
+                proc = subprocess.run(
+                    [*pid1, sys.executable, "-X", option, "-c",
+                     "def ours():\n    return 2\nprint(ours())"],
+                    capture_output=True, text=True, env=env_with())
+                forget_path(self, path)
+                self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                                 (0, "2\n", ""))
+                names = set()
+                if option == "perf":
+                    for line in read_map_file(path):
+                        self.assertRegex(line, MAP_LINE)
+                        names.add(line.split(" ", 2)[2])
+                else:
+                    for rid, rec in read_jitdump(path, 1):
+                        if rid == JIT_CODE_LOAD:
+                            names.add(rec["name"])
+                self.assertIn("py::ours:<string>", names)
+                self.assertFalse([n for n in names if "stale" in n])
+                with open(path, "rb") as f:
+                    self.assertNotIn(b"stale", f.read())
+
+    # -- executable memory refused -------------------------------------------
+
+    def test_address_space_limit(self):
+        # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.  The
+        # limit is set 4 MiB below the process's size, so that no new
+        # mapping can succeed, even after the allocator gave some back;
+        # the interpreter's own allocations meanwhile come from room left
+        # in malloc's heap (64 KiB blocks freed between kept ones, which
+        # malloc reuses, and which no mmap() can), not from the slack the
+        # allocators happened to have.  The main thread's stack is grown
+        # first, as the limit would stop that too.
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(f"""
+                    import os, resource, sys
+                    print("PID", os.getpid(), flush=True)
+                    sys.activate_stack_trampoline({option!r})
+                    def vm_size():
+                        with open("/proc/self/status") as f:
+                            for line in f:
+                                if line.startswith("VmSize:"):
+                                    return int(line.split()[1]) * 1024
+                    code = compile("\\n".join(f"def f{{i}}(): return {{i}}"
+                                              for i in range(3000)),
+                                   "<many>", "exec")
+                    ns = {{}}
+                    exec(code, ns)
+                    nested = []
+                    for _ in range(900):
+                        nested = [nested]
+                    repr(nested)
+                    kept, room = [], []
+                    for _ in range(64):
+                        room.append(bytearray(64 * 1024))
+                        kept.append(bytearray(1024))
+                    del room
+                    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+                    resource.setrlimit(resource.RLIMIT_AS,
+                                       (vm_size() - 4 * 1024 * 1024, hard))
+                    total = sum(ns[f"f{{i}}"]() for i in range(3000))
+                    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+                    print("output intact", total,
+                          sys.is_stack_trampoline_active())
+                    """)
+                self.assertEqual(proc.stdout.split()[-4:],
+                                 ["output", "intact", str(sum(range(3000))),
+                                  "False"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
+                              "executable memory for trampolines: Cannot "
+                              "allocate memory", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.check_files(pid)
+
+    # A seccomp filter that refuses to make memory executable, as a W^X
+    # policy (SELinux's execmem) does: mprotect(..., PROT_EXEC) fails with
+    # EACCES.  Linux x86_64 numbers.
+    WX_POLICY = """
+        import ctypes, errno, struct
+        def _bpf(code, k, jt=0, jf=0):
+            return struct.pack("HBBI", code, jt, jf, k)
+        _filter = b"".join([
+            _bpf(0x20, 4),                         # ld arch
+            _bpf(0x15, 0xC000003E, 1, 0),          # x86_64?
+            _bpf(0x06, 0x7FFF0000),                # allow
+            _bpf(0x20, 0),                         # ld syscall number
+            _bpf(0x15, 10, 0, 3),                  # mprotect?
+            _bpf(0x20, 32),                        # ld args[2] (prot)
+            _bpf(0x45, 4, 0, 1),                   # PROT_EXEC set?
+            _bpf(0x06, 0x00050000 | errno.EACCES), # fail with EACCES
+            _bpf(0x06, 0x7FFF0000),                # allow
+        ])
+        class _Prog(ctypes.Structure):
+            _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_char_p)]
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _prog = _Prog(len(_filter) // 8, _filter)
+        if (_libc.prctl(38, 1, 0, 0, 0) != 0          # PR_SET_NO_NEW_PRIVS
+                or _libc.prctl(22, 2, ctypes.byref(_prog), 0, 0) != 0):
+            print("SECCOMP FAILED", flush=True)
+        """
+
+    def test_executable_memory_refused(self):
+        try:
+            import ctypes
+        except ImportError:
+            self.skipTest("needs ctypes")
+        if os.uname().machine != "x86_64":
+            self.skipTest("the filter is written for x86_64")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(textwrap.dedent(self.WX_POLICY)
+                                          + textwrap.dedent(f"""
+                    import os, sys
+                    print("PID", os.getpid(), flush=True)
+                    sys.activate_stack_trampoline({option!r})
+                    def f(n):
+                        return n + 1
+                    print("output intact", f(1), f(2))
+                    print(sys.is_stack_trampoline_active())
+                    """))
+                if "SECCOMP FAILED" in proc.stdout:
+                    self.skipTest("cannot install a seccomp filter here")
+                self.assertEqual(proc.stdout.splitlines()[-2:],
+                                 ["output intact 2 3", "False"])
+                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
+                              "executable memory for trampolines: Permission "
+                              "denied", proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
+                self.check_files(pid)
+
+    # -- signals -------------------------------------------------------------
+
+    def test_signal_storm_while_creating_trampolines(self):
+        # SIGALRM every 100 us while thousands of trampolines are made and
+        # written; every 7th signal that arrives in the try block raises
+        # KeyboardInterrupt, which the program handles by doing the
+        # interrupted function again.
+        code = """
+            import os, signal, sys
+            print("PID", os.getpid(), flush=True)
+            alarms = interrupts = 0
+            inside = False
+            def on_alarm(signum, frame):
+                global alarms
+                alarms += 1
+                if inside and alarms % 7 == 0:
+                    raise KeyboardInterrupt
+            signal.signal(signal.SIGALRM, on_alarm)
+            signal.setitimer(signal.ITIMER_REAL, 0.0001, 0.0001)
+            done = set()
+            for i in range(6000):
+                while i not in done:
+                    try:
+                        inside = True
+                        ns = {}
+                        exec(f"def g{i}(): return {i}", ns)
+                        if ns[f"g{i}"]() == i:
+                            done.add(i)
+                        inside = False
+                    except KeyboardInterrupt:
+                        inside = False
+                        interrupts += 1
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            print(len(done), interrupts > 0)
+            """
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option)
+                self.assertEqual(proc.stdout.split()[-2:], ["6000", "True"])
+                self.assertEqual(proc.stderr, "")
+                names = self.check_files(pid)
+                for i in range(6000):
+                    self.assertIn(f"py::g{i}:<string>", names)
+
+    def test_unhandled_interrupt_while_creating_trampolines(self):
+        # SIGINT, with Python's default handler, in the middle of making
+        # trampolines: KeyboardInterrupt at a normal place, the usual exit,
+        # files closed and whole.
+        # Python's own SIGINT handler is installed whatever the child
+        # inherits (a shell's background job ignores SIGINT, and Python
+        # then leaves it ignored); the loop ends anyway, so that a lost
+        # interrupt fails the test instead of filling /tmp.
+        code = """
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGALRM,
+                          lambda *a: os.kill(os.getpid(), signal.SIGINT))
+            signal.setitimer(signal.ITIMER_REAL, 0.05)
+            for i in range(1_000_000):
+                ns = {}
+                exec(f"def h{i}(): return {i}", ns)
+                ns[f"h{i}"]()
+            print("not interrupted")
+            """
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option,
+                                          returncode=-signal.SIGINT)
+                self.assertIn("KeyboardInterrupt", proc.stderr)
+                self.assertNotIn("Fatal", proc.stderr)
+                self.assertIn("py::h0:<string>", self.check_files(pid))
+
+
+if __name__ == "__main__":
+    unittest.main()
