@@ -62,8 +62,8 @@ import struct
 import sys
 import time
 
-__all__ = ["LiveError", "Target", "find_targets", "activate", "deactivate",
-           "status", "main"]
+__all__ = ["LiveError", "Target", "Outcome", "activate", "deactivate",
+           "request_all", "status", "children_of", "main"]
 
 MAGIC = b"PyPerfL\0"
 VERSION = 1
