@@ -202,8 +202,10 @@ def _permission_text(pid):
         yama = "kernel.yama.ptrace_scope: not present (no Yama)"
     return ("no permission to read or write the memory of process %d: "
             "that takes the permission of a ptrace attach (the same user "
-            "as the process, or CAP_SYS_PTRACE; %s; a process that made "
-            "itself non-dumpable is out of reach of other users)"
+            "as the process, or CAP_SYS_PTRACE; %s; a non-dumpable "
+            "process, one that changed its user ids or called "
+            "prctl(PR_SET_DUMPABLE, 0), takes CAP_SYS_PTRACE even for its "
+            "own user)"
             % (pid, yama))
 
 
@@ -218,7 +220,15 @@ def _os_error(pid, exc, what):
 
 
 def _exists(pid):
-    return os.path.exists("/proc/%d" % pid)
+    """Whether `pid` is a process that has not exited (a zombie has)."""
+    try:
+        with open("/proc/%d/stat" % pid, "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # the state follows the command name, which is in parentheses
+    state = stat[stat.rfind(b")") + 2:][:1]
+    return state not in (b"Z", b"X", b"x")
 
 
 def _mappings(pid):
@@ -229,7 +239,7 @@ def _mappings(pid):
     except OSError as exc:
         raise _os_error(pid, exc, "read the mappings")
     if not text and not _exists(pid):
-        raise LiveError("process %d does not exist (or has exited)" % pid)
+        raise LiveError("process %d has exited" % pid)
     maps = []
     for line in text.splitlines():
         parts = line.split(None, 5)
@@ -259,9 +269,14 @@ def _candidates(pid, maps):
         exe = None
     if exe is not None and exe.endswith(b" (deleted)"):
         exe = exe[:-len(b" (deleted)")]
+    try:
+        exe_inode = os.stat("/proc/%d/exe" % pid).st_ino
+    except OSError:
+        exe_inode = None
     for (inode, path), ms in by_file.items():
         base = os.path.basename(path)
-        if path == exe or base.startswith(b"libpython"):
+        if (path == exe or inode == exe_inode
+                or base.startswith(b"libpython")):
             yield inode, path, ms
 
 
@@ -281,18 +296,31 @@ def _open_mapped(pid, path, mapping):
 
 
 def _address(elf, value, mappings, page):
-    """The address in the process of the symbol of value `value`, from
-    the mapping of the PT_LOAD segment that contains it, or None."""
+    """The address in the process of the symbol of value `value`, or None.
+
+    All the segments of an ELF object are loaded with one bias, found from
+    the mapping of its first PT_LOAD segment (the lowest mapping of the
+    file at that segment's page offset: a later segment can share the
+    page offset of an earlier one, as a RELRO part does).  When the symbol
+    lies in the part of its segment read from the file, the mapping that
+    holds its address must show that very file offset."""
     seg = elf.segment_of(value)
-    if seg is None:
+    if seg is None or not elf.segments:
         return None
-    p_offset, p_vaddr = seg[0], seg[1]
-    start_off = p_offset - p_offset % page
-    for start, end, offset, _, _ in sorted(mappings):
-        if offset == start_off:
-            bias = start - (p_vaddr - p_vaddr % page)
-            return bias + value
-    return None
+    first = min(elf.segments, key=lambda s: s[1])
+    first_off = first[0] - first[0] % page
+    starts = sorted(m[0] for m in mappings if m[2] == first_off)
+    if not starts:
+        return None
+    bias = starts[0] - (first[1] - first[1] % page)
+    addr = bias + value
+    p_offset, p_vaddr, p_filesz = seg[0], seg[1], seg[2]
+    if value < p_vaddr + p_filesz:
+        file_off = p_offset + (value - p_vaddr)
+        if not any(start <= addr < end and addr - start + offset == file_off
+                   for start, end, offset, _, _ in mappings):
+            return None
+    return addr
 
 
 def _ns_pid(pid):
@@ -364,8 +392,10 @@ class Target:
 
     def __init__(self, pid, write=True):
         self.pid = pid
-        if not _exists(pid):
+        if not os.path.exists("/proc/%d" % pid):
             raise LiveError("process %d does not exist" % pid)
+        if not _exists(pid):
+            raise LiveError("process %d has exited" % pid)
         addr, ours = find_block(pid)
         if addr is None:
             if ours:
@@ -521,7 +551,8 @@ class _Request:
         self.pid, self.code = pid, code
         self.target = None
         self.rid = None
-        self.resent = False
+        self.resends = 0
+        self.replaced_at = None
         self.outcome = None
         try:
             self.target = Target(pid)
@@ -563,22 +594,48 @@ class _Request:
         if self.rid is None:
             self._send()
         elif snap["request_id"] != self.rid:
-            if snap["request"] == REQ_NONE:
-                # Another requester's request replaced ours and has been
-                # served (or is being served): send ours once more.
-                if self.resent:
-                    self._end(False, "%d: another requester overwrote this "
-                              "request twice; try again" % self.pid)
-                    return
-                self.resent = True
-                self._send()
-            # else another request is pending in our place: the process
-            # serves it first; wait for it to be cleared.
+            self._replaced(snap)
         elif snap["request"] != REQ_NONE:
             # Still not seen: the process may have recomputed its
             # eval_breaker after our poke.
             self.target.poke()
         # else: cleared by the process, which is serving it now.
+
+    def _wanted(self, snap):
+        """Whether the block shows the state our request asks for."""
+        if snap["result"] != RESULT_DONE:
+            return False
+        if self.code == REQ_DEACTIVATE:
+            return snap["active"] == 0
+        return snap["active"] == self.code
+
+    def _replaced(self, snap):
+        """Another requester's request took the place of ours."""
+        if snap["request"] != REQ_NONE:
+            # It waits in our place: the process serves it first.
+            return
+        if snap["served_id"] != snap["request_id"]:
+            # Being served now (served_id comes last), or its requester is
+            # between its two writes: wait, but not for ever (a requester
+            # may have died there).
+            now = time.monotonic()
+            if self.replaced_at is None:
+                self.replaced_at = now
+            if now - self.replaced_at < 0.1:
+                return
+        elif self._wanted(snap):
+            # Served after ours was sent, and it did what ours asks: the
+            # process is in the state we want.
+            ok, text = _describe(self.pid, self.code, snap)
+            self._end(ok, text, snapshot=snap)
+            return
+        if self.resends >= 2:
+            self._end(False, "%d: another requester overwrote this request "
+                      "each time it was sent; try again" % self.pid)
+            return
+        self.resends += 1
+        self.replaced_at = None
+        self._send()
 
     def expire(self):
         if self.outcome is None:
