@@ -527,11 +527,18 @@ class Outcome:
 
 def _describe(pid, code, snap):
     result = snap["result"]
-    backend = BACKEND_NAMES.get(snap["active"], str(snap["active"]))
+    backend = BACKEND_NAMES.get(code, "none")
     if result == RESULT_DONE:
         if code == REQ_DEACTIVATE:
             return True, "%d: deactivated" % pid
-        return True, "%d: %s %s" % (pid, backend, snap["file"])
+        path = snap["file"]
+        if snap["active"] != code or not path:
+            # The process changed its state again before the block was
+            # read (its own code, or its exit): the file it opened is
+            # still the one its pid names.
+            path = (("/tmp/perf-%d.map" if code == REQ_PERF
+                     else "/tmp/jit-%d.dump") % snap["owner"])
+        return True, "%d: %s %s" % (pid, backend, path)
     if result == RESULT_NO_FILE:
         return False, ("%d: %s active, but its file could not be made (%s; "
                        "the process's stderr says more)"

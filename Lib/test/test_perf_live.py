@@ -299,6 +299,29 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(self.block(pid)["active"], 0)
         self.finish(proc)
 
+    def test_never_releases_the_gil(self):
+        # A loop of pure Python code that never releases the GIL (which
+        # would recompute the eval breaker, and find the request that
+        # way): only the requester's write of the eval breaker reaches it.
+        code = PRELUDE + textwrap.dedent("""\
+            def hot_function(n):
+                return sum(i * i for i in range(n))
+            def main():
+                print("READY", flush=True)
+                end = time.monotonic() + 60
+                while time.monotonic() < end:
+                    hot_function(200)
+                    if sys.is_stack_trampoline_active():
+                        break
+                print("ACTIVE", sys.is_stack_trampoline_active(), flush=True)
+                sys.stdin.read()
+            main()
+            """)
+        proc, pid = self.start(code)
+        self.activate_ok(pid, "--timeout", 30)
+        self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
+        self.finish(proc)
+
     def test_activate_twice(self):
         proc, pid = self.start(BUSY)
         self.activate_ok(pid)
@@ -419,6 +442,29 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(self.block(pid)["file"], "")
         self.activate_ok(pid)
         self.assertTrue(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_refused_under_pep523_evaluator(self):
+        try:
+            import _testinternalcapi
+        except ImportError:
+            self.skipTest("no _testinternalcapi to install an evaluator")
+        if not hasattr(_testinternalcapi, "set_eval_frame_record"):
+            self.skipTest("_testinternalcapi has no set_eval_frame_record")
+        code = BUSY.replace("def main():", textwrap.dedent("""\
+            import _testinternalcapi
+            _testinternalcapi.set_eval_frame_record([])
+            def main():"""))
+        proc, pid = self.start(code)
+        out, _, _ = requester("activate", pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr, rf"^{pid}: refused: .*PEP 523")
+        block = self.block(pid)
+        self.assertEqual(block["result"], pt.RESULT_REFUSED)
+        self.assertEqual(block["active"], 0)
+        out, _, _ = requester("status", pid)
+        self.assertIn("(last request refused: ", out.stdout)
+        self.assertFalse(self.ask_active(proc))
         self.finish(proc)
 
     def check_disabled(self, proc, pid):
