@@ -322,6 +322,35 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
         self.finish(proc)
 
+    def test_sub_interpreter_does_not_serve(self):
+        # While the main interpreter's thread waits in select(), another
+        # thread runs Python code in a sub-interpreter: the request waits
+        # for the main interpreter.  (In 3.11 the sub-interpreter's loop
+        # keeps the GIL from the main thread until it ends, so it is kept
+        # short, and the main thread starts it after saying READY.)
+        code = BLOCKED.replace('print("READY", flush=True)', textwrap.dedent(
+            """\
+            import _xxsubinterpreters as interpreters, threading
+            sub = interpreters.create()
+            LOOP = ("import os, time\\n"
+                    "os.write(1, b'SUB\\\\n')\\n"
+                    "end = time.monotonic() + 4\\n"
+                    "while time.monotonic() < end:\\n"
+                    "    sum(range(100))\\n")
+            print("READY", flush=True)
+            threading.Thread(target=interpreters.run_string,
+                             args=(sub, LOOP), daemon=True).start()"""))
+        proc, pid = self.start(code)
+        self.assertEqual(proc.stdout.readline(), "SUB\n")
+        out, _, _ = requester("activate", "--timeout", 1, pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
+        self.assertEqual(self.block(pid)["request"], pt.REQ_PERF)
+        self.assertTrue(self.ask_active(proc))
+        # (not finish(): 3.11 aborts at exit on a sub-interpreter that a
+        # daemon thread still holds)
+        proc.kill()
+
     def test_activate_twice(self):
         proc, pid = self.start(BUSY)
         self.activate_ok(pid)
