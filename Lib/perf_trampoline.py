@@ -540,10 +540,11 @@ def _describe(pid, code, snap):
                      else "/tmp/jit-%d.dump") % snap["owner"])
         return True, "%d: %s %s" % (pid, backend, path)
     if result == RESULT_NO_FILE:
-        return False, ("%d: %s active, but its file could not be made (%s; "
-                       "the process's stderr says more)"
-                       % (pid, backend, os.strerror(snap["error"])
-                          if snap["error"] else "unknown error"))
+        why = os.strerror(snap["error"]) if snap["error"] else "no errno"
+        state = ("%s active, but" % backend if snap["active"] == code
+                 else "%s not activated:" % backend)
+        return False, ("%d: %s its file could not be made (%s; the "
+                       "process's stderr says more)" % (pid, state, why))
     if result == RESULT_REFUSED:
         return False, "%d: refused: %s" % (pid, snap["message"] or "no reason")
     if result == RESULT_UNKNOWN:

@@ -351,6 +351,28 @@ class TestRequests(TargetMixin, unittest.TestCase):
         # daemon thread still holds)
         proc.kill()
 
+    def test_file_cannot_be_made(self):
+        # A symbolic link where the map goes: the process does not follow
+        # it, warns on its own stderr, stays off; the requester reports it.
+        proc, pid = self.start(BUSY)
+        path = ph.map_path(pid)
+        if os.path.lexists(path):
+            self.skipTest(f"{path} exists already (another process's)")
+        os.symlink("/nonexistent/perf-live-test", path)
+        self.addCleanup(os.unlink, path)
+        out, _, _ = requester("activate", pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr, rf"^{pid}: perf not activated: its "
+                                     rf"file could not be made \(")
+        block = self.block(pid)
+        self.assertEqual(block["result"], pt.RESULT_NO_FILE)
+        self.assertNotEqual(block["error"], 0)
+        self.assertFalse(self.ask_active(proc))
+        self.assertEqual(block["active"], 0)
+        err = self.finish(proc)
+        self.assertIn("RuntimeWarning", err)
+        self.assertTrue(os.path.islink(path))
+
     def test_activate_twice(self):
         proc, pid = self.start(BUSY)
         self.activate_ok(pid)
