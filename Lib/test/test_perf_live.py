@@ -373,6 +373,32 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertIn("RuntimeWarning", err)
         self.assertTrue(os.path.islink(path))
 
+    def test_container(self):
+        # A process in pid and mount namespaces of its own, with a /tmp of
+        # its own: its block names it pid 1, and its file is /tmp/perf-1.map
+        # in its /tmp.
+        if os.geteuid() != 0 or shutil.which("unshare") is None:
+            self.skipTest("needs root and unshare")
+        unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--mount",
+                   "--propagation", "private"]
+        probe = subprocess.run(unshare + ["sh", "-c",
+                                          "mount -t tmpfs none /tmp"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot make namespaces here: " + probe.stderr)
+        inner = ["sh", "-c", 'mount -t tmpfs none /tmp && exec "$@"', "sh"]
+        proc, inner_pid = self.start(BUSY, prefix=unshare + inner)
+        self.assertEqual(inner_pid, 1)
+        kids = pt.children_of(proc.pid)
+        self.assertEqual(len(kids), 1, kids)
+        pid = kids[0]
+        out, _, _ = requester("activate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), f"{pid}: perf /tmp/perf-1.map")
+        self.assertTrue(self.ask_active(proc))
+        self.assertEqual(self.block(pid)["owner"], 1)
+        self.finish(proc)
+
     def test_activate_twice(self):
         proc, pid = self.start(BUSY)
         self.activate_ok(pid)
