@@ -617,11 +617,16 @@ class TestPermissions(TargetMixin, unittest.TestCase):
             self.assertIn("kernel.yama.ptrace_scope: not present", text)
 
     def test_other_user(self):
-        # root reaches a process of nobody ...
+        # root reaches a process of nobody, and so does nobody (who may
+        # not open /proc/PID/map_files: the requester reads the executable
+        # through /proc/PID/root then) ...
         proc, pid = self.start(BUSY, prefix=NOBODY)
         out, _, _ = requester("activate", pid)
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertTrue(self.ask_active(proc))
+        out, _, _ = requester("deactivate", pid, user="nobody")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertFalse(self.ask_active(proc))
         self.finish(proc)
         # ... nobody does not reach one of root
         proc, pid = self.start(BUSY)
