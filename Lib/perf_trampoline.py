@@ -646,7 +646,10 @@ class _Request:
         self._send()
 
     def expire(self):
-        if self.outcome is None:
+        if self.outcome is None and self.rid is None:
+            self._end(False, "%d: the process is still starting up (not "
+                      "ready for requests); nothing was sent" % self.pid)
+        elif self.outcome is None:
             self._end(False, "%d: %s" % (self.pid, PENDING_TEXT),
                       pending=True)
 

@@ -12,7 +12,6 @@ taken before do not.
 
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -24,7 +23,6 @@ import threading
 import time
 import unittest
 
-from test import support
 from test.support import perf_helper as ph
 
 if not sys.platform.startswith("linux"):
