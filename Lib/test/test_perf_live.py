@@ -31,9 +31,13 @@ if not sys.platform.startswith("linux"):
 import perf_trampoline as pt
 
 # configure --without-remote-debug leaves the control block out: the
-# tests that need it check then that the requester says so instead.
-HAVE_LIVE = bool(sysconfig.get_config_var("Py_REMOTE_DEBUG"))
-NO_LIVE = "built --without-remote-debug: no control block"
+# tests that need it check then that the requester says so instead.  The
+# skip follows what configure was asked, so that a build that leaves the
+# block out by mistake fails them.
+CONFIGURED_WITHOUT = "--without-remote-debug" in (
+    sysconfig.get_config_var("CONFIG_ARGS") or "")
+HAVE_LIVE = not CONFIGURED_WITHOUT
+NO_LIVE = "configured --without-remote-debug: no control block"
 STOCK_311 = "/usr/bin/python3.11"
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 
@@ -186,6 +190,10 @@ class TestNotTaking(TargetMixin, unittest.TestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         for command in ("activate", "deactivate", "status"):
             self.assertIn(command, proc.stdout)
+
+    def test_configured_as_asked(self):
+        self.assertEqual(bool(sysconfig.get_config_var("Py_REMOTE_DEBUG")),
+                         not CONFIGURED_WITHOUT)
 
     def test_no_such_pid(self):
         # a pid above pid_max cannot exist
