@@ -158,6 +158,21 @@ class TargetMixin:
                 pass  # stdin: the pipe's reader has gone
         ph.forget_files(self, proc.pid)
 
+    def wait_in_select(self, pid):
+        """Wait until the main thread of `pid` (BLOCKED, after READY)
+        sleeps in select(): between READY and the call it still runs
+        bytecodes, and would serve a request at once."""
+        for _ in range(1000):
+            try:
+                with open(f"/proc/{pid}/wchan") as f:
+                    wchan = f.read()
+            except OSError:
+                wchan = ""
+            if "poll" in wchan or "select" in wchan:
+                return
+            time.sleep(0.01)
+        self.fail(f"process {pid} does not wait in select(): {wchan!r}")
+
     def ask_active(self, proc):
         """Whether the target (BUSY or BLOCKED) says it is active."""
         proc.stdin.write("?\n")
@@ -333,12 +348,13 @@ class TestRequests(TargetMixin, unittest.TestCase):
         # thread runs Python code in a sub-interpreter: the request waits
         # for the main interpreter.  (In 3.11 the sub-interpreter's loop
         # keeps the GIL from the main thread until it ends, so it is kept
-        # short, and the main thread starts it after saying READY.)
+        # short, and starts once the main thread waits in select().)
         code = BLOCKED.replace('print("READY", flush=True)', textwrap.dedent(
             """\
             import _xxsubinterpreters as interpreters, threading
             sub = interpreters.create()
             LOOP = ("import os, time\\n"
+                    "time.sleep(0.5)\\n"
                     "os.write(1, b'SUB\\\\n')\\n"
                     "end = time.monotonic() + 4\\n"
                     "while time.monotonic() < end:\\n"
@@ -348,6 +364,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
                              args=(sub, LOOP), daemon=True).start()"""))
         proc, pid = self.start(code)
         self.assertEqual(proc.stdout.readline(), "SUB\n")
+        self.wait_in_select(pid)
         out, _, _ = requester("activate", "--timeout", 1, pid)
         self.assertNotEqual(out.returncode, 0)
         self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
@@ -435,6 +452,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
 
     def test_blocked_for_the_whole_timeout(self):
         proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
         out, _, _ = requester("activate", "--timeout", 1, pid)
         self.assertNotEqual(out.returncode, 0)
         self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
@@ -469,6 +487,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
 
     def test_garbage_request(self):
         proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
         with pt.Target(pid) as t:
             t.send(77, 12345)
         out, _, _ = requester("status", pid)
