@@ -18,8 +18,9 @@
  * rest of the subsystem, with its stubs where there are no trampolines.
  *
  * This file calls the core (Python/perf_trampoline.c: activation, the
- * map's file), the writer and the hex of the symbol names; nothing of the
- * subsystem calls it.
+ * map's file), the writer, the hex of the symbol names and the start-up
+ * of live activation (Python/perf_live.c); nothing of the subsystem calls
+ * it.
  */
 
 #include "Python.h"
@@ -288,6 +289,9 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     _PyPerf_AllowActivation();
 #endif
+    /* Live activation (Python/perf_live.c): ready from here on, before
+       -X perf activates, so that its block already says so. */
+    _PyPerfLive_Start(config);
     /* Later sources override earlier ones: the perf_jit spelling over
        the perf one, -X over the environment. */
     const char *backend = NULL;

@@ -255,8 +255,27 @@ extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
    GIL. */
 extern char *_PyPerf_PutHex(char *p, uint64_t value);
 
+/* ---- Observing the core (for Python/perf_live.c) ---------------------
+
+   Called, when set, after the active backend changed (_PyPerf_CHANGED,
+   with _PyPerf_files_lock held) and at the end of finalization
+   (_PyPerf_FINALIZED).  Python/perf_live.c keeps its control block
+   current through it, whoever changed the backend (the sys functions, a
+   forked child moving to its own files, a backend turned off by a failed
+   write), while the core keeps knowing nothing of it.  The observer must
+   not block, take locks or run Python code. */
+#define _PyPerf_CHANGED 0
+#define _PyPerf_FINALIZED 1
+extern void (*_PyPerf_observer)(int event);
+
 #ifdef PERF_INTERNAL_POP_VISIBILITY
 #  pragma GCC visibility pop
 #endif
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
+/* Python/perf_live.c, from _PyPerfTrampoline_InitFromConfig() (the main
+   interpreter's start-up, before -X perf is honoured): the control block
+   says "ready", or "disabled" under -X disable_remote_debug or
+   PYTHON_DISABLE_REMOTE_DEBUG.  Does nothing without Py_REMOTE_DEBUG. */
+extern PERF_TRAMPOLINE_HIDDEN void _PyPerfLive_Start(const PyConfig *config);
+
 #endif /* !Py_PERF_INTERNAL_H */

@@ -74,6 +74,9 @@
  *
  *     perf_api.c           the PyUnstable_ C API, -X / environment at
  *                          start-up, the sys functions
+ *     perf_live.c          live activation by another process (python -m
+ *                          perf_trampoline); sees changes through
+ *                          _PyPerf_observer
  *     perf_trampoline.c    this file: activation, forks, finalization,
  *                          the hook and the slow side of the call path
  *     perf_codes.c         co_extra, fork generations, describing
@@ -126,6 +129,17 @@ static struct {
         {&_PyPerf_JitDumpBackend, NULL, 0, 1},
     },
 };
+
+void (*_PyPerf_observer)(int event);
+
+/* Tell the observer, if any (Python/perf_live.c), of `event`. */
+static void
+notify(int event)
+{
+    if (_PyPerf_observer != NULL) {
+        _PyPerf_observer(event);
+    }
+}
 
 /* Set while a child of fork() re-activates its parent's backend. */
 static int activating_after_fork;
@@ -247,6 +261,7 @@ deactivate_locked(void)
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
     perf.active = NULL;
+    notify(_PyPerf_CHANGED);
 }
 
 void
@@ -323,6 +338,7 @@ _PyPerf_Activate(const char *name)
         perf.active = st;
         _PyInterpreterState_SetEvalFrameFunc(interp,
                                              _PyPerfTrampoline_EvalFrame);
+        notify(_PyPerf_CHANGED);
     }
     pthread_mutex_unlock(&_PyPerf_files_lock);
     TEST_POINT("activated");
@@ -333,6 +349,9 @@ _PyPerf_Activate(const char *name)
                          st->file == NULL ? "create its file"
                          : failed == 1 ? "create" : "write",
                          st->backend->name);
+        /* For the caller, as the warning said (its Python code may have
+           changed errno). */
+        errno = saved;
         return 1;
     }
     return 0;
@@ -414,6 +433,7 @@ _PyPerfTrampoline_Fini(void)
         /* A child that never moved to its own files: nothing to close. */
         leave_parent_files();
         perf.active = NULL;
+        notify(_PyPerf_CHANGED);
     }
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
@@ -439,6 +459,7 @@ _PyPerfTrampoline_Fini(void)
        one): finalizers still run Python code, and may call
        sys.activate_stack_trampoline(). */
     perf.finalized = 1;
+    notify(_PyPerf_FINALIZED);
 }
 
 

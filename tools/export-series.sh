@@ -12,6 +12,11 @@
 #   1. configure.ac: the probes (header tools/export/configure.txt);
 #   2. each patch of PATCHDIR/series, with its own header, its diff taken
 #      anew from SRC, and the new files its change needs (NEW_FILES below);
+#      a CPython file that several patches of the series touch is exported
+#      progressively: each of them gets the difference between the file
+#      after the patches before it and after itself (the series applied to
+#      the pristine files, as tools/prepare-tree.sh applies it), the last
+#      one the difference up to SRC's file, which must be the same;
 #   3. the tests, then the docs (headers tools/export/tests.txt, docs.txt).
 #
 # Every overlay file must belong to one exported patch; one that belongs to
@@ -43,9 +48,12 @@ new_files_of() {
             echo Python/perf_trampoline.c Python/perf_codes.c \
                  Python/perf_jit_trampoline.c Python/perf_map.c \
                  Python/perf_arena.c Python/perf_file.c Python/perf_names.c \
-                 Python/perf_stack.c Python/perf_api.c Python/perf_internal.h \
+                 Python/perf_stack.c Python/perf_api.c Python/perf_live.c \
+                 Python/perf_internal.h \
                  Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h \
                  Lib/test/perf_pgo_task.py ;;
+        0011-live-activation-*)
+            echo Lib/perf_trampoline.py ;;
         tests) echo 'Lib/test/*' ;;
         docs)  echo 'Doc/*' 'Misc/*' ;;
     esac
@@ -62,19 +70,125 @@ forwarded_of() {
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 index=$tmp/index
-# An index holding the pristine tree plus SRC's versions of FILES: the
-# diff against `upstream` then includes new files.
+sgit() {
+    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" "$@"
+}
+
+# The files of CPython that more than one patch of the series touches, and
+# for each the last patch that does.
+patches_of_series=$(grep -v '^#' "$patchdir/series" | grep .)
+files_of_patch() {
+    sed -n 's|^+++ b/\([^	 ]*\).*|\1|p' "$patchdir/$1"
+}
+multi=$(for p in $patches_of_series; do files_of_patch "$p" | sort -u; done |
+        sort | uniq -d)
+: > "$tmp/last"
+for p in $patches_of_series; do
+    for f in $(files_of_patch "$p"); do
+        case " $(echo $multi) " in *" $f "*) echo "$f $p" >> "$tmp/last" ;; esac
+    done
+done
+last_patch_of() {
+    awk -v f="$1" '$1 == f { p = $2 } END { print p }' "$tmp/last"
+}
+is_multi() {
+    case " $(echo $multi) " in *" $1 "*) return 0 ;; esac
+    return 1
+}
+# For those: every file the series touches, pristine, in a stage where the
+# patches are applied one by one as they are exported (before/ keeps each
+# file as it was before the current patch).
+if [ -n "$multi" ]; then
+    mkdir -p "$tmp/stage" "$tmp/before"
+    for p in $patches_of_series; do files_of_patch "$p"; done | sort -u |
+    while read -r f; do
+        mkdir -p "$tmp/stage/$(dirname "$f")"
+        git --git-dir="$gitdir" show "upstream:$f" > "$tmp/stage/$f" 2>/dev/null ||
+            rm -f "$tmp/stage/$f"
+    done
+fi
+
+# Put FILE into the index with the content of PATH (absent: removed), in
+# the mode upstream gives it.
+index_put() {
+    if [ -f "$2" ]; then
+        mode=$(git --git-dir="$gitdir" ls-tree upstream -- "$1" | cut -c1-6)
+        blob=$(git --git-dir="$gitdir" hash-object -w -- "$2")
+        sgit update-index --add --cacheinfo "${mode:-100644},$blob,$1"
+    else
+        sgit update-index --force-remove -- "$1"
+    fi
+}
+
+# The diff of FILES: from the pristine tree (plus, for the files of
+# several patches, their state before the current one) to SRC's versions
+# (or, for such a file when a later patch touches it too, its state after
+# the current one).  New files are included.
 diff_of() {
     nargs=$#
     for a in "$@"; do
         set -- "$@" "$(unspace "$a")"
     done
     shift "$nargs"
-    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" read-tree upstream
-    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" add -f -A -- "$@"
-    GIT_INDEX_FILE=$index git --git-dir="$gitdir" --work-tree="$src" \
-        diff --cached --no-color --no-ext-diff --no-renames --full-index upstream -- "$@"
+    sgit read-tree upstream
+    base=upstream
+    : > "$tmp/plain"
+    for f in "$@"; do
+        if is_multi "$f"; then
+            index_put "$f" "$tmp/before/$f"
+            base=""
+        else
+            # (NUL-separated: names may hold spaces)
+            printf '%s\0' "$f" >> "$tmp/plain"
+        fi
+    done
+    [ -n "$base" ] || base=$(sgit write-tree)
+    [ ! -s "$tmp/plain" ] ||
+        sgit add -f -A --pathspec-from-file="$tmp/plain" --pathspec-file-nul
+    for f in "$@"; do
+        is_multi "$f" || continue
+        if [ "$(last_patch_of "$f")" = "$current" ]; then
+            sgit add -f -A -- "$f"
+        else
+            index_put "$f" "$tmp/stage/$f"
+        fi
+    done
+    sgit diff --cached --no-color --no-ext-diff --no-renames --full-index "$base" -- "$@"
 }
+
+# Before exporting patch P: note the state of its files of several
+# patches, then apply it to the stage.  After the last patch touching such
+# a file, the stage must hold SRC's version of it (else SRC has an edit
+# that no patch carries, which the last one would take).
+stage_patch() {
+    current=$1
+    [ -n "$multi" ] || return 0
+    for f in $(files_of_patch "$1"); do
+        is_multi "$f" || continue
+        rm -f "$tmp/before/$f"
+        if [ -f "$tmp/stage/$f" ]; then
+            mkdir -p "$tmp/before/$(dirname "$f")"
+            cp "$tmp/stage/$f" "$tmp/before/$f"
+        fi
+    done
+    patch -d "$tmp/stage" -p1 -F0 -N -s --no-backup-if-mismatch -r - \
+            < "$patchdir/$1" || {
+        echo "error: $patchdir/$1 does not apply exactly to the pristine tree" >&2
+        echo "       plus the patches before it" >&2
+        exit 1
+    }
+    for f in $(files_of_patch "$1"); do
+        is_multi "$f" || continue
+        [ "$(last_patch_of "$f")" = "$1" ] || continue
+        cmp -s "$tmp/stage/$f" "$src/$f" || {
+            echo "error: $src/$f is not the series applied to the pristine $f" >&2
+            echo "       (an edit in $src that no patch carries: $f is touched by" >&2
+            echo "       several patches, refresh them by hand)" >&2
+            exit 1
+        }
+    done
+}
+current=""
 
 # The date of the last commit of this project that changed any of PATHS
 # (relative to the project's root), for Last-Update.
@@ -138,8 +252,10 @@ for p in $(grep -v '^#' "$patchdir/series" | grep .); do
         done
     done
     claimed="$claimed $extra"
+    stage_patch "$p"
     # shellcheck disable=SC2086
     emit "$name" "$patchdir/$p" "$patchdir/$p $extra" $files $extra
+    current=""
 done
 
 for group in tests:tests-perf-trampoline-perf-maps-storms docs:doc-howto-perf-profiling; do
@@ -168,7 +284,9 @@ done
 git --git-dir="$gitdir" --work-tree="$src" diff --name-only upstream |
     grep -v -x -e configure -e pyconfig.h.in -e aclocal.m4 | sort > "$tmp/changed"
 sort "$tmp/covered" > "$tmp/covered.sorted"
-dups=$(uniq -d "$tmp/covered.sorted")
+# (Files of several patches of the series excepted: progressive, above.)
+dups=$(uniq -d "$tmp/covered.sorted" | while read -r f; do
+           is_multi "$f" || echo "$f"; done)
 [ -z "$dups" ] || { echo "error: in more than one exported patch: $dups" >&2; exit 1; }
 missing=$(comm -23 "$tmp/changed" "$tmp/covered.sorted")
 [ -z "$missing" ] || {

@@ -5,8 +5,9 @@
 #
 # The patch keeps its header (everything before the first "diff --git" line)
 # and gets a fresh diff, against the pristine tarball, of exactly the files
-# it touched before.  Each file of CPython is touched by one patch only, so
-# that this diff is that patch's change and nothing else.
+# it touched before.  That diff is the patch's change only when no other
+# patch of the series touches its files: a patch that shares a file is
+# refused, and edited by hand.
 set -eu
 src=$1 patch=$2
 [ -f "$patch" ] || { echo "error: no such patch: $patch" >&2; exit 1; }

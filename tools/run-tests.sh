@@ -4,7 +4,7 @@
 #   run-tests.sh PYTHON...
 #
 # For each interpreter: the package Lib/test/test_perf_profiler/ (verbose), then
-# test_perf_unwind, test_perfmaps and test_perf_storms.  Then, on
+# test_perf_unwind, test_perfmaps, test_perf_storms and test_perf_live.  Then, on
 # the first interpreter, a slice of CPython's own suite in three modes (off,
 # PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1), which must give the same
 # result test by test but for the README's known differences
@@ -34,7 +34,7 @@ first=""
 
 for py in "$@"; do
     echo "=== $py: $("$py" -c 'import sys; print(sys.version)' | head -1)"
-    tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms"
+    tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms test_perf_live"
     [ -n "$first" ] && tests="$tests $CPYTHON_TESTS"
     for t in $tests; do
         verbose=""

@@ -215,6 +215,71 @@ extern void _PyPerfTrampoline_Fini(void);
 extern void _PyPerfTrampoline_BeforeForkChildHooks(void);
 extern void _PyPerfTrampoline_AfterForkChild(void);
 
+/* Live activation (Python/perf_live.c): another process asks this one to
+   turn a backend on or off, through a control block it finds by its
+   symbol and writes with /proc/PID/mem.  The block is left out entirely
+   when configure ran with --without-remote-debug. */
+#ifdef Py_REMOTE_DEBUG
+#define _PyPerfLive_MAGIC "PyPerfL"     /* 8 bytes with its NUL */
+#define _PyPerfLive_VERSION 1
+
+/* state */
+#define _PyPerfLive_STARTING 0
+#define _PyPerfLive_READY 1
+#define _PyPerfLive_DISABLED 2
+#define _PyPerfLive_FINALIZING 3
+/* request */
+#define _PyPerfLive_NONE 0
+#define _PyPerfLive_ACTIVATE_PERF 1
+#define _PyPerfLive_ACTIVATE_PERF_JIT 2
+#define _PyPerfLive_DEACTIVATE 3
+/* result */
+#define _PyPerfLive_DONE 0
+#define _PyPerfLive_NO_FILE 1
+#define _PyPerfLive_REFUSED 2
+#define _PyPerfLive_UNKNOWN 3
+
+/* Fixed offsets, native byte order, every field naturally aligned (the
+   static assertions of Python/perf_live.c hold them); fields may be added
+   at the end only, with `size` growing and `version` kept.  Python/
+   perf_live.c's design comment describes each field. */
+typedef struct {
+    char magic[8];                      /*   0 */
+    uint32_t version;                   /*   8 */
+    uint32_t size;                      /*  12 */
+    uint64_t eval_breaker;              /*  16 */
+    volatile uint32_t state;            /*  24 */
+    volatile uint32_t pid;              /*  28 */
+    volatile uint32_t request;          /*  32 */
+    uint32_t reserved1;                 /*  36 */
+    volatile uint64_t request_id;       /*  40 */
+    volatile uint64_t served_id;        /*  48 */
+    volatile int32_t result;            /*  56 */
+    volatile int32_t error;             /*  60 */
+    volatile uint32_t active;           /*  64 */
+    uint32_t reserved2;                 /*  68 */
+    char file[256];                     /*  72 */
+    char message[128];                  /* 328 */
+} _PyPerfLiveBlock;                     /* 456 bytes */
+
+/* Exported (the dynamic symbol table of python and of libpython), so that
+   a requester finds it by name in the mapped file. */
+PyAPI_DATA(_PyPerfLiveBlock) _PyPerf_Live;
+
+/* For COMPUTE_EVAL_BREAKER() in ceval.c: a request waits for the main
+   interpreter.  Not on any per-bytecode path: the breaker is recomputed
+   only when one of its causes changes. */
+#define _PyPerfLive_PENDING(interp) \
+    (_PyPerf_Live.request != 0 && (interp) == _PyInterpreterState_Main())
+
+/* From eval_frame_handle_pending(), in the main interpreter, with the GIL
+   held and a request pending: act on it.  Never raises and leaves no
+   exception set; the outcome goes into the block. */
+extern PERF_TRAMPOLINE_HIDDEN void _PyPerfLive_Serve(PyThreadState *tstate);
+#else
+#define _PyPerfLive_PENDING(interp) 0
+#endif /* Py_REMOTE_DEBUG */
+
 /* sys.activate_stack_trampoline() and friends, added to the sys module. */
 extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 

@@ -1,0 +1,914 @@
+"""Tests of live activation: `python -m perf_trampoline activate PID`.
+
+The requester (Lib/perf_trampoline.py) is run as a separate process, as
+a user runs it, against targets this module starts: processes of this
+interpreter in the states that matter (busy, blocked in select(), started
+with -X perf, opted out, of another user, non-dumpable, exiting), and
+processes that must be left alone (sleep, Debian's stock python3.11).
+Real perf records targets while they are activated and deactivated: the
+samples taken after the acknowledgement name the Python function, those
+taken before do not.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import threading
+import time
+import unittest
+
+from test.support import perf_helper as ph
+
+if not sys.platform.startswith("linux"):
+    raise unittest.SkipTest("live activation uses /proc: Linux only")
+
+import perf_trampoline as pt
+
+# configure --without-remote-debug leaves the control block out: the
+# tests that need it check then that the requester says so instead.  The
+# skip follows what configure was asked, so that a build that leaves the
+# block out by mistake fails them.
+CONFIGURED_WITHOUT = "--without-remote-debug" in (
+    sysconfig.get_config_var("CONFIG_ARGS") or "")
+HAVE_LIVE = not CONFIGURED_WITHOUT
+NO_LIVE = "configured --without-remote-debug: no control block"
+STOCK_311 = "/usr/bin/python3.11"
+NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+
+# A target prints its pid and "READY" once it runs its main loop, then
+# does what its `body` says.
+PRELUDE = textwrap.dedent("""\
+    import os, select, sys, time
+    print("PID", os.getpid(), flush=True)
+    """)
+
+# Busy: calls hot_function() in a loop until stdin closes (checked with a
+# zero-timeout select, so the loop is all Python code).
+BUSY = PRELUDE + textwrap.dedent("""\
+    def hot_function(n):
+        total = 0
+        for i in range(n):
+            total += i * i
+        return total
+
+    def main():
+        print("READY", flush=True)
+        while True:
+            hot_function(2000)
+            r, _, _ = select.select([sys.stdin], [], [], 0)
+            if r:
+                line = sys.stdin.readline()
+                if not line:
+                    break
+                print("ACTIVE", sys.is_stack_trampoline_active(), flush=True)
+    main()
+    """)
+
+# Blocked: waits in select() for a line on stdin, then runs a little
+# Python code and says whether the trampoline is active; again on every
+# line, until stdin closes.
+BLOCKED = PRELUDE + textwrap.dedent("""\
+    print("READY", flush=True)
+    while True:
+        select.select([sys.stdin], [], [])
+        line = sys.stdin.readline()
+        if not line:
+            break
+        for _ in range(1000):
+            pass
+        print("ACTIVE", sys.is_stack_trampoline_active(), flush=True)
+    """)
+
+
+def clean_env(**extra):
+    return ph.env_with(**extra)
+
+
+def requester(*args, user=None, timeout=60, python=None):
+    """Run `python -m perf_trampoline ARGS`; returns (CompletedProcess,
+    monotonic time before, monotonic time after)."""
+    # the module under test, run as `python -m perf_trampoline` runs it
+    cmd = [python or sys.executable, pt.__file__, *map(str, args)]
+    if user == "nobody":
+        cmd = NOBODY + cmd
+    before = time.monotonic()
+    proc = subprocess.run(cmd, capture_output=True, text=True,
+                          env=clean_env(), timeout=timeout)
+    return proc, before, time.monotonic()
+
+
+def nobody_problem():
+    if os.geteuid() != 0:
+        return "not root: cannot run a process as nobody"
+    if shutil.which("setpriv") is None:
+        return "setpriv is not installed"
+    probe = subprocess.run(NOBODY + [sys.executable, "-c", "import os; "
+                                     "print(os.geteuid())"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0 or probe.stdout.strip() == "0":
+        return "cannot run this interpreter as nobody here: " + probe.stderr
+    return None
+
+
+class TargetMixin:
+    def setUp(self):
+        self.since = time.time() - 1
+
+    def start(self, code, *xargs, env=None, prefix=(), python=None):
+        """Start a target; returns (Popen, pid) once it printed READY."""
+        cmd = [*prefix, python or sys.executable, *xargs, "-c", code]
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=env if env is not None else clean_env())
+        self.addCleanup(self._stop, proc)
+        pid = None
+        for line in proc.stdout:
+            m = re.match(r"PID (\d+)$", line.strip())
+            if m:
+                pid = int(m.group(1))
+            if line.strip() == "READY":
+                break
+        else:
+            proc.wait()
+            self.fail("target did not start: " + proc.stderr.read())
+        return proc, pid
+
+    def _stop(self, proc):
+        if proc.poll() is None:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        for f in (proc.stdin, proc.stdout, proc.stderr):
+            try:
+                f.close()
+            except OSError:
+                pass  # stdin: the pipe's reader has gone
+        ph.forget_files(self, proc.pid)
+
+    def wait_in_select(self, pid):
+        """Wait until the main thread of `pid` (BLOCKED, after READY)
+        sleeps in select(): between READY and the call it still runs
+        bytecodes, and would serve a request at once."""
+        for _ in range(1000):
+            try:
+                with open(f"/proc/{pid}/wchan") as f:
+                    wchan = f.read()
+            except OSError:
+                wchan = ""
+            if "poll" in wchan or "select" in wchan:
+                return
+            time.sleep(0.01)
+        self.fail(f"process {pid} does not wait in select(): {wchan!r}")
+
+    def ask_active(self, proc):
+        """Whether the target (BUSY or BLOCKED) says it is active."""
+        proc.stdin.write("?\n")
+        proc.stdin.flush()
+        line = proc.stdout.readline().split()
+        self.assertEqual(line[:1], ["ACTIVE"], line)
+        return line[1] == "True"
+
+    def finish(self, proc):
+        """Close the target's stdin; it must exit 0 with no traceback."""
+        out, err = proc.communicate(timeout=60)  # closes stdin
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertNotIn("Traceback", err)
+        return err
+
+    def block(self, pid):
+        with pt.Target(pid, write=False) as t:
+            return t.snapshot()
+
+
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+class TestNotTaking(TargetMixin, unittest.TestCase):
+    """Processes that take no request: each gets one clear message, a
+    non-zero exit, and no write."""
+
+    def test_help(self):
+        proc = subprocess.run([sys.executable, "-m", "perf_trampoline",
+                               "--help"], capture_output=True, text=True,
+                              env=clean_env())
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        for command in ("activate", "deactivate", "status"):
+            self.assertIn(command, proc.stdout)
+
+    def test_configured_as_asked(self):
+        self.assertEqual(bool(sysconfig.get_config_var("Py_REMOTE_DEBUG")),
+                         not CONFIGURED_WITHOUT)
+
+    def test_no_such_pid(self):
+        # a pid above pid_max cannot exist
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid = int(f.read()) + 1
+        proc, _, _ = requester("activate", pid)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn(f"process {pid} does not exist", proc.stderr)
+        proc, _, _ = requester("status", pid)
+        self.assertNotEqual(proc.returncode, 0)
+        self.assertIn("does not exist", proc.stdout + proc.stderr)
+
+    def check_left_alone(self, proc, pid):
+        for command in ("activate", "deactivate", "status"):
+            out, _, _ = requester(command, pid)
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn(f"process {pid} is not a Python with live perf "
+                          f"activation", out.stdout + out.stderr)
+            self.assertIsNone(proc.poll())
+
+    def test_not_a_python(self):
+        proc = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        time.sleep(0.2)
+        self.check_left_alone(proc, proc.pid)
+        self.assertIsNone(proc.poll())
+
+    @unittest.skipUnless(os.path.exists(STOCK_311), f"no {STOCK_311}")
+    def test_stock_python(self):
+        # The stock interpreter computes a sum before and after the
+        # requests: the same result, and it exits normally.
+        code = PRELUDE + textwrap.dedent("""\
+            def work():
+                return sum(i * i for i in range(100000))
+            first = work()
+            print("READY", flush=True)
+            sys.stdin.readline()
+            print("SAME", work() == first, flush=True)
+            """)
+        proc, pid = self.start(code, "-I", python=STOCK_311)
+        self.check_left_alone(proc, pid)
+        out, err = proc.communicate("\n", timeout=60)
+        self.assertEqual(out.split(), ["SAME", "True"], err)
+        self.assertEqual(proc.returncode, 0)
+        self.assertFalse(os.path.exists(ph.map_path(pid))
+                         and ph.written_since(ph.map_path(pid), self.since))
+
+    @unittest.skipIf(HAVE_LIVE, "this build has the control block")
+    def test_built_without(self):
+        proc, pid = self.start(BUSY)
+        out, _, _ = requester("activate", pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn(f"live activation is disabled in process {pid}",
+                      out.stderr)
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_exits_while_asked(self):
+        # Blocked in pause() until SIGALRM kills it: it never runs Python
+        # code again, and exits while the requester waits.
+        code = PRELUDE + textwrap.dedent("""\
+            import signal
+            print("READY", flush=True)
+            signal.alarm(1)
+            signal.pause()
+            """)
+        proc, pid = self.start(code)
+        out, before, after = requester("activate", "--timeout", 30, pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr, rf"^{pid}: .*(has exited|does not "
+                         rf"exist|not a Python with live perf activation)")
+        self.assertEqual(proc.wait(timeout=30), -signal.SIGALRM)
+        # it did not wait for the timeout
+        self.assertLess(after - before, 30)
+
+
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+class TestRequests(TargetMixin, unittest.TestCase):
+
+    def activate_ok(self, pid, *options, backend="perf"):
+        out, before, after = requester("activate", "--backend", backend,
+                                       *options, pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        path = ph.map_path(pid) if backend == "perf" else ph.jit_path(pid)
+        self.assertEqual(out.stdout.strip(), f"{pid}: {backend} {path}")
+        return before, after
+
+    def test_busy(self):
+        proc, pid = self.start(BUSY)
+        self.assertFalse(self.ask_active(proc))
+        self.activate_ok(pid)
+        self.assertTrue(self.ask_active(proc))
+        block = self.block(pid)
+        self.assertEqual(block["active"], 1)
+        self.assertEqual(block["file"], ph.map_path(pid))
+        self.assertEqual(block["request"], 0)
+        lines = ph.read_map_file(ph.map_path(pid))
+        self.assertTrue(any("py::hot_function:" in l for l in lines))
+        out, _, _ = requester("status", pid)
+        self.assertEqual(out.returncode, 0)
+        self.assertIn(f"{pid}: ready active perf {ph.map_path(pid)}",
+                      out.stdout)
+        out, _, _ = requester("deactivate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), f"{pid}: deactivated")
+        self.assertFalse(self.ask_active(proc))
+        self.assertEqual(self.block(pid)["active"], 0)
+        self.finish(proc)
+
+    def test_never_releases_the_gil(self):
+        # A loop of pure Python code that never releases the GIL (which
+        # would recompute the eval breaker, and find the request that
+        # way): only the requester's write of the eval breaker reaches it.
+        code = PRELUDE + textwrap.dedent("""\
+            def hot_function(n):
+                return sum(i * i for i in range(n))
+            def main():
+                print("READY", flush=True)
+                end = time.monotonic() + 60
+                while time.monotonic() < end:
+                    hot_function(200)
+                    if sys.is_stack_trampoline_active():
+                        break
+                print("ACTIVE", sys.is_stack_trampoline_active(), flush=True)
+                sys.stdin.read()
+            main()
+            """)
+        proc, pid = self.start(code)
+        self.activate_ok(pid, "--timeout", 30)
+        self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
+        self.finish(proc)
+
+    def test_sub_interpreter_does_not_serve(self):
+        # While the main interpreter's thread waits in select(), another
+        # thread runs Python code in a sub-interpreter: the request waits
+        # for the main interpreter.  (In 3.11 the sub-interpreter's loop
+        # keeps the GIL from the main thread until it ends, so it is kept
+        # short, and starts once the main thread waits in select().)
+        code = BLOCKED.replace('print("READY", flush=True)', textwrap.dedent(
+            """\
+            import _xxsubinterpreters as interpreters, threading
+            sub = interpreters.create()
+            LOOP = ("import os, time\\n"
+                    "time.sleep(0.5)\\n"
+                    "os.write(1, b'SUB\\\\n')\\n"
+                    "end = time.monotonic() + 4\\n"
+                    "while time.monotonic() < end:\\n"
+                    "    sum(range(100))\\n")
+            print("READY", flush=True)
+            threading.Thread(target=interpreters.run_string,
+                             args=(sub, LOOP), daemon=True).start()"""))
+        proc, pid = self.start(code)
+        self.assertEqual(proc.stdout.readline(), "SUB\n")
+        self.wait_in_select(pid)
+        out, _, _ = requester("activate", "--timeout", 1, pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
+        self.assertEqual(self.block(pid)["request"], pt.REQ_PERF)
+        self.assertTrue(self.ask_active(proc))
+        # (not finish(): 3.11 aborts at exit on a sub-interpreter that a
+        # daemon thread still holds)
+        proc.kill()
+
+    def test_file_cannot_be_made(self):
+        # A symbolic link where the map goes: the process does not follow
+        # it, warns on its own stderr, stays off; the requester reports it.
+        proc, pid = self.start(BUSY)
+        path = ph.map_path(pid)
+        if os.path.lexists(path):
+            self.skipTest(f"{path} exists already (another process's)")
+        os.symlink("/nonexistent/perf-live-test", path)
+        self.addCleanup(os.unlink, path)
+        out, _, _ = requester("activate", pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr, rf"^{pid}: perf not activated: its "
+                                     rf"file could not be made \(")
+        block = self.block(pid)
+        self.assertEqual(block["result"], pt.RESULT_NO_FILE)
+        self.assertNotEqual(block["error"], 0)
+        self.assertFalse(self.ask_active(proc))
+        self.assertEqual(block["active"], 0)
+        err = self.finish(proc)
+        self.assertIn("RuntimeWarning", err)
+        self.assertTrue(os.path.islink(path))
+
+    def test_container(self):
+        # A process in pid and mount namespaces of its own, with a /tmp of
+        # its own: its block names it pid 1, and its file is /tmp/perf-1.map
+        # in its /tmp.
+        if os.geteuid() != 0 or shutil.which("unshare") is None:
+            self.skipTest("needs root and unshare")
+        unshare = ["unshare", "--pid", "--fork", "--mount-proc", "--mount",
+                   "--propagation", "private"]
+        probe = subprocess.run(unshare + ["sh", "-c",
+                                          "mount -t tmpfs none /tmp"],
+                               capture_output=True, text=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot make namespaces here: " + probe.stderr)
+        inner = ["sh", "-c", 'mount -t tmpfs none /tmp && exec "$@"', "sh"]
+        proc, inner_pid = self.start(BUSY, prefix=unshare + inner)
+        self.assertEqual(inner_pid, 1)
+        kids = pt.children_of(proc.pid)
+        self.assertEqual(len(kids), 1, kids)
+        pid = kids[0]
+        out, _, _ = requester("activate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), f"{pid}: perf /tmp/perf-1.map")
+        self.assertTrue(self.ask_active(proc))
+        self.assertEqual(self.block(pid)["owner"], 1)
+        self.finish(proc)
+
+    def test_activate_twice(self):
+        proc, pid = self.start(BUSY)
+        self.activate_ok(pid)
+        before = ph.read_map_file(ph.map_path(pid))
+        self.activate_ok(pid)
+        self.assertTrue(self.ask_active(proc))
+        after = ph.read_map_file(ph.map_path(pid))
+        # the file goes on, it is not started again
+        self.assertEqual(after[:len(before)], before)
+        self.finish(proc)
+
+    def test_deactivate_when_off(self):
+        proc, pid = self.start(BUSY)
+        out, _, _ = requester("deactivate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), f"{pid}: deactivated")
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_switch_backend(self):
+        proc, pid = self.start(BUSY)
+        self.activate_ok(pid)
+        self.activate_ok(pid, backend="perf_jit")
+        self.assertEqual(self.block(pid)["active"], 2)
+        ph.forget_path(self, ph.jit_path(pid))
+        self.finish(proc)
+        ph.read_jitdump(ph.jit_path(pid), pid)
+
+    def test_blocked_for_the_whole_timeout(self):
+        proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
+        out, _, _ = requester("activate", "--timeout", 1, pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
+        block = self.block(pid)
+        self.assertEqual(block["request"], pt.REQ_PERF)
+        out, _, _ = requester("status", pid)
+        self.assertIn("(request perf pending)", out.stdout)
+        # it runs: the pending request is served
+        self.assertTrue(self.ask_active(proc))
+        block = self.block(pid)
+        self.assertEqual(block["request"], 0)
+        self.assertEqual(block["served_id"], block["request_id"])
+        self.assertEqual(block["active"], 1)
+        self.finish(proc)
+
+    def test_blocked_then_woken(self):
+        # The requester waits; the target wakes up meanwhile.
+        proc, pid = self.start(BLOCKED)
+
+        def wake():
+            time.sleep(0.5)
+            proc.stdin.write("?\n")
+            proc.stdin.flush()
+        waker = threading.Thread(target=wake)
+        waker.start()
+        try:
+            self.activate_ok(pid, "--timeout", 60)
+        finally:
+            waker.join()
+        self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
+        self.finish(proc)
+
+    def test_garbage_request(self):
+        proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
+        with pt.Target(pid) as t:
+            t.send(77, 12345)
+        out, _, _ = requester("status", pid)
+        self.assertEqual(out.returncode, 0)
+        self.assertIn("(unknown request code 77 in the block)", out.stdout)
+        self.assertFalse(self.ask_active(proc))
+        block = self.block(pid)
+        self.assertEqual(block["request"], 0)
+        self.assertEqual(block["served_id"], 12345)
+        self.assertEqual(block["result"], pt.RESULT_UNKNOWN)
+        out, _, _ = requester("status", pid)
+        self.assertIn("(last request had an unknown code)", out.stdout)
+        # and it still takes requests
+        proc2 = threading.Thread(target=lambda: (time.sleep(0.3),
+                                                 self.ask_active(proc)))
+        proc2.start()
+        try:
+            self.activate_ok(pid, "--timeout", 60)
+        finally:
+            proc2.join()
+        self.finish(proc)
+
+    def test_two_requesters(self):
+        proc, pid = self.start(BUSY)
+        cmd = [sys.executable, pt.__file__, "activate", str(pid)]
+        for _ in range(5):
+            both = [subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=clean_env()) for _ in range(2)]
+            for p in both:
+                out, err = p.communicate(timeout=60)
+                self.assertEqual(p.returncode, 0, err)
+                self.assertEqual(out.strip(),
+                                 f"{pid}: perf {ph.map_path(pid)}")
+        self.assertTrue(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_started_with_X_perf(self):
+        proc, pid = self.start(BUSY, "-X", "perf")
+        out, _, _ = requester("status", pid)
+        self.assertIn(f"{pid}: ready active perf {ph.map_path(pid)}",
+                      out.stdout)
+        self.activate_ok(pid)
+        self.assertTrue(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_turned_off_by_its_code(self):
+        code = BUSY.replace('print("READY"',
+                            'sys.deactivate_stack_trampoline(); '
+                            'print("READY"')
+        proc, pid = self.start(code, "-X", "perf")
+        out, _, _ = requester("status", pid)
+        self.assertIn(f"{pid}: ready active none", out.stdout)
+        self.assertEqual(self.block(pid)["file"], "")
+        self.activate_ok(pid)
+        self.assertTrue(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_refused_under_pep523_evaluator(self):
+        try:
+            import _testinternalcapi
+        except ImportError:
+            self.skipTest("no _testinternalcapi to install an evaluator")
+        if not hasattr(_testinternalcapi, "set_eval_frame_record"):
+            self.skipTest("_testinternalcapi has no set_eval_frame_record")
+        code = BUSY.replace("def main():", textwrap.dedent("""\
+            import _testinternalcapi
+            _testinternalcapi.set_eval_frame_record([])
+            def main():"""))
+        proc, pid = self.start(code)
+        out, _, _ = requester("activate", pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertRegex(out.stderr, rf"^{pid}: refused: .*PEP 523")
+        block = self.block(pid)
+        self.assertEqual(block["result"], pt.RESULT_REFUSED)
+        self.assertEqual(block["active"], 0)
+        out, _, _ = requester("status", pid)
+        self.assertIn("(last request refused: ", out.stdout)
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+
+    def check_disabled(self, proc, pid):
+        for command in ("activate", "deactivate"):
+            out, _, _ = requester(command, pid)
+            self.assertNotEqual(out.returncode, 0)
+            self.assertIn(f"live activation is disabled in process {pid}",
+                          out.stderr)
+        block = self.block(pid)
+        self.assertEqual(block["state"], pt.STATE_DISABLED)
+        self.assertEqual((block["request"], block["request_id"]), (0, 0))
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_disabled_by_option(self):
+        self.check_disabled(*self.start(BUSY, "-X", "disable_remote_debug"))
+
+    def test_disabled_by_variable(self):
+        self.check_disabled(*self.start(
+            BUSY, env=clean_env(PYTHON_DISABLE_REMOTE_DEBUG="1")))
+
+    def test_variable_ignored_under_E(self):
+        proc, pid = self.start(BUSY, "-E",
+                               env=clean_env(PYTHON_DISABLE_REMOTE_DEBUG="1"))
+        self.activate_ok(pid)
+        self.finish(proc)
+
+    def test_forked_child(self):
+        # The child has a block of its own (its pid) and no pending
+        # request; it takes requests like its parent.
+        code = BUSY.replace("def main():", textwrap.dedent("""\
+            if os.fork() == 0:
+                print("PID", os.getpid(), flush=True)
+            def main():"""))
+        proc = subprocess.Popen([sys.executable, "-c", code],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=clean_env())
+        self.addCleanup(self._stop, proc)
+        pids = []
+        while len(pids) < 2:
+            pids += [int(x) for x in re.findall(r"PID (\d+)",
+                                                proc.stdout.readline())]
+        parent, child = pids
+        self.addCleanup(ph.forget_files, self, child)
+        self.addCleanup(lambda: os.kill(child, signal.SIGKILL)
+                        if os.path.exists(f"/proc/{child}") else None)
+        block = self.block(child)
+        self.assertEqual(block["owner"], child)
+        self.assertEqual(block["request"], 0)
+        self.activate_ok(child)
+        self.assertEqual(self.block(parent)["active"], 0)
+
+
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+class TestPermissions(TargetMixin, unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        problem = nobody_problem()
+        if problem:
+            self.skipTest(problem)
+
+    def check_refused(self, out, pid):
+        self.assertNotEqual(out.returncode, 0)
+        text = out.stdout + out.stderr
+        self.assertIn(f"no permission to read or write the memory of "
+                      f"process {pid}", text)
+        self.assertIn("ptrace", text)
+        self.assertIn("CAP_SYS_PTRACE", text)
+        if not os.path.exists("/proc/sys/kernel/yama/ptrace_scope"):
+            self.assertIn("kernel.yama.ptrace_scope: not present", text)
+
+    def test_other_user(self):
+        # root reaches a process of nobody, and so does nobody (who may
+        # not open /proc/PID/map_files: the requester reads the executable
+        # through /proc/PID/root then) ...
+        proc, pid = self.start(BUSY, prefix=NOBODY)
+        out, _, _ = requester("activate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertTrue(self.ask_active(proc))
+        out, _, _ = requester("deactivate", pid, user="nobody")
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+        # ... nobody does not reach one of root
+        proc, pid = self.start(BUSY)
+        for command in ("activate", "status"):
+            out, _, _ = requester(command, pid, user="nobody")
+            self.check_refused(out, pid)
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+
+    def test_non_dumpable(self):
+        # A process that changed its user ids is non-dumpable (the kernel
+        # sets it so at the change, fs.suid_dumpable being 0): out of reach
+        # of its own new user, not of root (CAP_SYS_PTRACE).
+        code = BUSY.replace("def main():", textwrap.dedent("""\
+            import pwd
+            nobody = pwd.getpwnam("nobody")
+            os.setgroups([])
+            os.setresgid(nobody.pw_gid, nobody.pw_gid, nobody.pw_gid)
+            os.setresuid(nobody.pw_uid, nobody.pw_uid, nobody.pw_uid)
+            def main():"""))
+        proc, pid = self.start(code)
+        with open("/proc/sys/fs/suid_dumpable") as f:
+            if f.read().strip() != "0":
+                self.skipTest("fs.suid_dumpable is not 0: a change of user "
+                              "ids leaves the process dumpable")
+        # the kernel shows a non-dumpable process's /proc files as root's
+        self.assertEqual(os.stat(f"/proc/{pid}/mem").st_uid, 0)
+        out, _, _ = requester("activate", pid, user="nobody")
+        self.check_refused(out, pid)
+        self.assertIn("non-dumpable", out.stderr)
+        self.assertFalse(self.ask_active(proc))
+        out, _, _ = requester("activate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertTrue(self.ask_active(proc))
+        self.finish(proc)
+
+
+# ---- Real perf ---------------------------------------------------------------
+
+def perf_record(pids, data, *options):
+    """Start `perf record` on running `pids`, with monotonic time stamps;
+    returns the Popen once perf has attached."""
+    cmd = ph.perf_command("record", "-F", "499", "-k", "monotonic", *options,
+                          "-o", data, "-p", ",".join(map(str, pids)))
+    rec = subprocess.Popen(cmd, stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    # perf gives no sign of having attached: wait until its output file
+    # has its header, then a little more
+    for _ in range(200):
+        if os.path.exists(data) and os.path.getsize(data) > 0:
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+    return rec
+
+
+def perf_stop(rec):
+    rec.send_signal(signal.SIGINT)
+    out, err = rec.communicate(timeout=120)
+    if rec.returncode not in (0, -signal.SIGINT):
+        raise AssertionError(f"perf record failed: {err[-2000:]}")
+
+
+def perf_script(data):
+    script = subprocess.run(ph.perf_command("script", "-i", data),
+                            capture_output=True, text=True, timeout=300)
+    if script.returncode != 0:
+        raise AssertionError(f"perf script failed: {script.stderr[-2000:]}")
+    return script.stdout
+
+
+def names(sample):
+    return [sym for sym, _ in sample]
+
+
+def named(sample, function):
+    return any(s.startswith(f"py::{function}:") for s in names(sample))
+
+
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+class TestPerf(TargetMixin, unittest.TestCase):
+
+    def setUp(self):
+        super().setUp()
+        tmp = tempfile.mkdtemp(prefix="test_perf_live_")
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        self.data = os.path.join(tmp, "perf.data")
+
+    def phases(self, pid, backend, options, inject=False):
+        """perf records `pid` (BUSY) while off, then activated, then
+        deactivated.  Returns the samples and the monotonic times of the
+        requests and acknowledgements."""
+        rec = perf_record([pid], self.data, *options)
+        try:
+            time.sleep(1)
+            out, t_act, t_ack = requester("activate", "--backend", backend,
+                                          pid)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            time.sleep(1)
+            out, t_deact, t_deack = requester("deactivate", pid)
+            self.assertEqual(out.returncode, 0, out.stderr)
+            time.sleep(1)
+        finally:
+            perf_stop(rec)
+        data = self.data
+        if inject:
+            data = self.data + ".jit"
+            inj = subprocess.run(ph.perf_command("inject", "-i", self.data,
+                                                 "--jit", "-o", data),
+                                 capture_output=True, text=True, timeout=300)
+            self.assertEqual(inj.returncode, 0, inj.stderr[-2000:])
+        samples = [s for s in ph.parse_perf_script(perf_script(data))
+                   if getattr(s, "tid", None) == pid]
+        return samples, (t_act, t_ack, t_deact, t_deack)
+
+    def check_phases(self, samples, times):
+        t_act, t_ack, t_deact, t_deack = times
+        before = [s for s in samples if s.time < t_act]
+        on = [s for s in samples if t_ack < s.time < t_deact]
+        after = [s for s in samples if s.time > t_deack + 0.1]
+        for part, what in ((before, "before"), (on, "on"), (after, "after")):
+            self.assertGreater(len(part), 10, f"too few samples {what}")
+        self.assertFalse([s for s in before if named(s, "hot_function")])
+        hot = [s for s in on if named(s, "hot_function")]
+        self.assertGreater(len(hot), len(on) // 2,
+                           f"{len(hot)} of {len(on)} samples name "
+                           f"hot_function while active")
+        # after deactivation, calls run without trampoline
+        self.assertFalse([s for s in after if named(s, "hot_function")])
+
+    @unittest.skipUnless(ph.HAVE_FRAME_POINTERS,
+                         "frame-pointer unwinding needs frame pointers")
+    @ph.requires_perf
+    def test_perf_backend(self):
+        proc, pid = self.start(BUSY)
+        samples, times = self.phases(pid, "perf", ["-g"])
+        self.check_phases(samples, times)
+        # the map keeps its records after deactivation
+        lines = ph.read_map_file(ph.map_path(pid))
+        self.assertTrue(any("py::hot_function:" in l for l in lines))
+        self.finish(proc)
+
+    @ph.requires_perf_inject_jit
+    def test_perf_jit_backend(self):
+        proc, pid = self.start(BUSY)
+        samples, times = self.phases(pid, "perf_jit",
+                                     ["--call-graph", "dwarf"], inject=True)
+        ph.forget_path(self, ph.jit_path(pid))
+        self.finish(proc)
+        ph.forget_files(self, pid)
+        self.check_phases(samples, times)
+
+    @unittest.skipUnless(ph.HAVE_FRAME_POINTERS,
+                         "frame-pointer unwinding needs frame pointers")
+    @ph.requires_perf
+    def test_prefork_server_children(self):
+        code = PRELUDE + textwrap.dedent("""\
+            import socket
+            def handle_request(data):
+                total = 0
+                for i in range(20000):
+                    total += i * len(data)
+                return str(total).encode()
+            def serve(sock):
+                while True:
+                    conn, _ = sock.accept()
+                    with conn:
+                        while True:
+                            data = conn.recv(100)
+                            if not data:
+                                break
+                            conn.sendall(handle_request(data) + b"\\n")
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sock.listen(8)
+            print("PORT", sock.getsockname()[1], flush=True)
+            workers = []
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    serve(sock)
+                    os._exit(0)
+                workers.append(pid)
+            print("WORKERS", *workers, flush=True)
+            print("READY", flush=True)
+            # a master that wakes up now and then, as a supervisor does
+            while not select.select([sys.stdin], [], [], 0.05)[0]:
+                pass
+            sys.stdin.read()
+            for pid in workers:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", code],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=clean_env())
+        self.addCleanup(self._stop, proc)
+        port = workers = None
+        for line in proc.stdout:
+            words = line.split()
+            if words[0] == "PORT":
+                port = int(words[1])
+            elif words[0] == "WORKERS":
+                workers = [int(w) for w in words[1:]]
+            elif words[0] == "READY":
+                break
+        for w in workers:
+            self.addCleanup(ph.forget_files, self, w)
+        master = proc.pid
+        stop = threading.Event()
+
+        def client():
+            import socket
+            with socket.create_connection(("127.0.0.1", port)) as c:
+                f = c.makefile("rb")
+                while not stop.is_set():
+                    c.sendall(b"x" * 10)
+                    f.readline()
+        clients = [threading.Thread(target=client) for _ in range(2)]
+        for c in clients:
+            c.start()
+        try:
+            rec = perf_record([master, *workers], self.data, "-g")
+            try:
+                time.sleep(0.5)
+                out, _, t_ack = requester("activate", "--children", master)
+                time.sleep(1.5)
+            finally:
+                perf_stop(rec)
+        finally:
+            stop.set()
+            for c in clients:
+                c.join()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(sorted(out.stdout.splitlines()),
+                         sorted(f"{p}: perf {ph.map_path(p)}"
+                                for p in [master, *workers]))
+        samples = ph.parse_perf_script(perf_script(self.data))
+        for w in workers:
+            lines = ph.read_map_file(ph.map_path(w))
+            self.assertTrue(any("py::handle_request:" in l for l in lines),
+                            f"map of worker {w}")
+            mine = [s for s in samples
+                    if getattr(s, "tid", None) == w and s.time > t_ack]
+            self.assertTrue([s for s in mine if named(s, "handle_request")],
+                            f"no sample of worker {w} names handle_request")
+
+
+def setUpModule():
+    ph.setup_module()
+
+
+def tearDownModule():
+    ph.teardown_module()
+
+
+if __name__ == "__main__":
+    unittest.main()

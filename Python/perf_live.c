@@ -1,0 +1,371 @@
+/*
+ * cpython-perf: live activation, so that a running process can be asked
+ * to name its Python functions for perf without being restarted.
+ *
+ * `python -m perf_trampoline activate PID` (Lib/perf_trampoline.py) has
+ * the process PID do what sys.activate_stack_trampoline(backend) would do
+ * if the program called it itself: in its main interpreter, with the GIL
+ * held, between two bytecodes.  The requester needs no debugger and the
+ * process no thread of its own for it: it writes a request into a control
+ * block of this file, through /proc/PID/mem (the permission of a ptrace
+ * attach), and sets the main interpreter's eval breaker, which the
+ * evaluator tests anyway.  The evaluator then calls eval_frame_handle_pending(),
+ * which serves the request here.  While no request comes, nothing is
+ * paid: no test is added to the call path or to any bytecode.
+ *
+ * The control block
+ * -----------------
+ * One exported data symbol, _PyPerf_Live, in the dynamic symbol table of
+ * `python` (linked with -export-dynamic) or of libpython3.11.so.  The
+ * requester finds it with /proc/PID/maps and the .dynsym of the mapped
+ * file.  Native byte order, fixed offsets, every field naturally aligned:
+ *
+ *     off  type      field         meaning
+ *     0    char[8]   magic         "PyPerfL\0"
+ *     8    uint32    version       1
+ *     12   uint32    size          sizeof the block (456 in version 1)
+ *     16   uint64    eval_breaker  address of the main interpreter's
+ *                                  ceval.eval_breaker (an int32); 0 while
+ *                                  not ready, disabled or finalizing
+ *     24   uint32    state         0 starting, 1 ready, 2 disabled (-X
+ *                                  disable_remote_debug or
+ *                                  PYTHON_DISABLE_REMOTE_DEBUG), 3
+ *                                  finalizing
+ *     28   uint32    pid           getpid() of the process that owns the
+ *                                  block (a forked child rewrites it)
+ *     32   uint32    request       set by the requester: 0 none, 1
+ *                                  activate perf, 2 activate perf_jit, 3
+ *                                  deactivate; cleared when served
+ *     36   uint32    (reserved)
+ *     40   uint64    request_id    set by the requester before `request`:
+ *                                  its own token (pid << 32 | counter)
+ *     48   uint64    served_id     the request_id of the last request
+ *                                  served, written last
+ *     56   int32     result        0 done, 1 done but the backend's file
+ *                                  could not be made (the warning went to
+ *                                  the process's stderr), 2 refused (see
+ *                                  message), 3 unknown request code
+ *     60   int32     error         errno of result 1, else 0
+ *     64   uint32    active        0 none, 1 perf, 2 perf_jit
+ *     68   uint32    (reserved)
+ *     72   char[256] file          the active backend's file, or ""
+ *     328  char[128] message       why a request was refused, or ""
+ *
+ * Fields may be added at the end only (`size` grows, `version` stays).
+ * `active` and `file` stay current whatever changes the backend (the sys
+ * functions, start-up, a forked child moving to its own files, a backend
+ * that a failed write turned off): the core tells this file through
+ * _PyPerf_observer, so that `python -m perf_trampoline status` only reads.
+ *
+ * A request, step by step
+ * -----------------------
+ * The requester checks magic, version, size and pid, and that the state
+ * is "ready", before any write; then writes request_id, then request,
+ * then 1 into *eval_breaker.  COMPUTE_EVAL_BREAKER() in ceval.c ORs in
+ * "a request is pending" for the main interpreter, so a recomputation by
+ * another thread cannot lose it for good; a requester that raced one
+ * pokes again while `request` is still set.  eval_frame_handle_pending()
+ * calls _PyPerfLive_Serve(), which clears `request` first (a request
+ * written while it acts is then served next, not lost), acts, writes
+ * result, error, message, active and file, and finally served_id.  The
+ * breaker is recomputed at the end of eval_frame_handle_pending(), as
+ * 3.11 does on Windows only, so that a stray poke costs one call, not a
+ * breaker set for ever.  A process blocked in a system call serves the
+ * request when it next runs Python code.
+ *
+ * Serving never fails the bytecode it interrupts: a refusal (a PEP 523
+ * evaluator of someone else's installed, finalization, live activation
+ * disabled) goes into result and message, and no exception is left set.
+ * Only the main interpreter serves; a forked child starts with no
+ * request pending and its own pid.  Built --without-remote-debug, none of
+ * this is compiled (Py_REMOTE_DEBUG undefined): there is no block, and
+ * the requester, finding our other symbols, says that live activation is
+ * disabled.
+ *
+ * This file calls the core (Python/perf_trampoline.c: _PyPerf_Activate(),
+ * _PyPerf_Deactivate(), _PyPerf_Active()); the core calls it only through
+ * the observer it registers, and Python/perf_api.c starts it.
+ */
+
+#include "Python.h"
+#include "pycore_interp.h"        // PyInterpreterState.ceval
+#include "pycore_pyerrors.h"      // _PyErr_Fetch()
+#include "pycore_pystate.h"       // _PyInterpreterState_Main()
+#include "perf_internal.h"
+
+#ifdef Py_REMOTE_DEBUG
+
+#include <errno.h>
+#include <pthread.h>              // pthread_atfork()
+#include <stddef.h>               // offsetof()
+#include <string.h>
+#include <unistd.h>               // getpid()
+
+/* The layout is an interface: these hold it. */
+#define LAYOUT(field, off) \
+    _Static_assert(offsetof(_PyPerfLiveBlock, field) == (off), \
+                  "_PyPerfLiveBlock." #field " moved")
+LAYOUT(magic, 0);
+LAYOUT(version, 8);
+LAYOUT(size, 12);
+LAYOUT(eval_breaker, 16);
+LAYOUT(state, 24);
+LAYOUT(pid, 28);
+LAYOUT(request, 32);
+LAYOUT(request_id, 40);
+LAYOUT(served_id, 48);
+LAYOUT(result, 56);
+LAYOUT(error, 60);
+LAYOUT(active, 64);
+LAYOUT(file, 72);
+LAYOUT(message, 328);
+_Static_assert(sizeof(_PyPerfLiveBlock) == 456,
+              "_PyPerfLiveBlock changed size");
+_Static_assert(sizeof(((PyInterpreterState *)0)->ceval.eval_breaker) == 4,
+              "the requester writes an int32 into eval_breaker");
+
+_PyPerfLiveBlock _PyPerf_Live = {
+    .magic = _PyPerfLive_MAGIC,
+    .version = _PyPerfLive_VERSION,
+    .size = sizeof(_PyPerfLiveBlock),
+};
+
+/* Stores of the fields a requester reads after it saw another one change:
+   ordered (x86_64 keeps them so anyway; the compiler must too). */
+#if defined(__GNUC__) || defined(__clang__)
+#  define STORE_FENCE() __atomic_thread_fence(__ATOMIC_RELEASE)
+#  define LOAD_FENCE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
+#else
+#  define STORE_FENCE() ((void)0)
+#  define LOAD_FENCE() ((void)0)
+#endif
+
+/* Copy `text` into a field of `size` bytes, cut, NUL-terminated, the rest
+   zeroed (a reader never sees the tail of an older text). */
+static void
+put_text(char *field, size_t size, const char *text)
+{
+    size_t len = strlen(text);
+    if (len >= size) {
+        len = size - 1;
+    }
+    memcpy(field, text, len);
+    memset(field + len, 0, size - len);
+}
+
+/* ---- Keeping `active` and `file` current ------------------------------ */
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+static void
+refresh(void)
+{
+    _PyPerfLiveBlock *b = &_PyPerf_Live;
+    const _PyPerfBackend *be = _PyPerf_Active();
+    char file[sizeof(b->file)] = "";
+    uint32_t active = 0;
+    if (be != NULL) {
+        active = be == &_PyPerf_JitDumpBackend ? 2 : 1;
+        /* As Python/perf_file.c names it: the file is opened by this
+           process, for its own pid. */
+        PyOS_snprintf(file, sizeof(file), be->path_format, (long)getpid());
+    }
+    /* No file is ever described as another backend's: `active` is 0
+       while `file` changes. */
+    b->active = 0;
+    STORE_FENCE();
+    put_text(b->file, sizeof(b->file), file);
+    STORE_FENCE();
+    b->active = active;
+}
+
+static void
+observe(int event)
+{
+    if (event == _PyPerf_FINALIZED) {
+        /* The interpreter may not run Python code again: no more pokes. */
+        _PyPerf_Live.state = _PyPerfLive_FINALIZING;
+        STORE_FENCE();
+        _PyPerf_Live.eval_breaker = 0;
+    }
+    refresh();
+}
+#else
+static void refresh(void) {}
+#endif
+
+/* ---- Start-up and fork ------------------------------------------------ */
+
+/* The child of fork(): a process of its own, with no request pending (the
+   requester asked the parent).  The breaker may have been copied set: the
+   first check recomputes it. */
+static void
+atfork_child(void)
+{
+    _PyPerf_Live.request = 0;
+    _PyPerf_Live.pid = (uint32_t)getpid();
+}
+
+/* -X disable_remote_debug (with or without a value) or a non-empty
+   PYTHON_DISABLE_REMOTE_DEBUG (unless -E or -I), as CPython 3.14 names
+   them. */
+static int
+disabled(const PyConfig *config)
+{
+    static const wchar_t name[] = L"disable_remote_debug";
+    size_t len = wcslen(name);
+    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
+        const wchar_t *opt = config->xoptions.items[i];
+        if (wcsncmp(opt, name, len) == 0
+            && (opt[len] == L'\0' || opt[len] == L'='))
+        {
+            return 1;
+        }
+    }
+    const char *value = config->use_environment
+                        ? getenv("PYTHON_DISABLE_REMOTE_DEBUG") : NULL;
+    return value != NULL && value[0] != '\0';
+}
+
+void
+_PyPerfLive_Start(const PyConfig *config)
+{
+    static int atfork_registered;
+    _PyPerfLiveBlock *b = &_PyPerf_Live;
+    b->eval_breaker = 0;
+    STORE_FENCE();
+    b->state = _PyPerfLive_STARTING;
+    b->pid = (uint32_t)getpid();
+    b->request = 0;
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    _PyPerf_observer = observe;
+#endif
+    refresh();
+    if (disabled(config)) {
+        b->state = _PyPerfLive_DISABLED;
+        return;
+    }
+    if (!atfork_registered) {
+        /* Without it a child would keep its parent's pid in the block,
+           and requesters refuse such a block: stay "starting". */
+        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
+            return;
+        }
+        atfork_registered = 1;
+    }
+    b->eval_breaker =
+        (uint64_t)(uintptr_t)&_PyInterpreterState_Main()->ceval.eval_breaker;
+    STORE_FENCE();
+    b->state = _PyPerfLive_READY;
+}
+
+/* ---- Serving a request ------------------------------------------------ */
+
+/* The text of the exception being raised, for `message`; cleared. */
+static void
+take_exception(PyThreadState *tstate, char *buf, size_t size)
+{
+    PyObject *exc, *val, *tb;
+    _PyErr_Fetch(tstate, &exc, &val, &tb);
+    _PyErr_NormalizeException(tstate, &exc, &val, &tb);
+    const char *text = NULL;
+    PyObject *str = val != NULL ? PyObject_Str(val) : NULL;
+    if (str != NULL) {
+        text = PyUnicode_AsUTF8(str);
+    }
+    if (text == NULL || text[0] == '\0') {
+        text = exc != NULL ? ((PyTypeObject *)exc)->tp_name : "error";
+    }
+    put_text(buf, size, text);
+    Py_XDECREF(str);
+    Py_XDECREF(exc);
+    Py_XDECREF(val);
+    Py_XDECREF(tb);
+    /* Anything PyObject_Str() raised goes too. */
+    _PyErr_Clear(tstate);
+}
+
+void
+_PyPerfLive_Serve(PyThreadState *tstate)
+{
+    _PyPerfLiveBlock *b = &_PyPerf_Live;
+    uint32_t request = b->request;
+    if (request == _PyPerfLive_NONE
+        || tstate->interp != _PyInterpreterState_Main())
+    {
+        return;
+    }
+    LOAD_FENCE();
+    uint64_t id = b->request_id;
+    b->request = _PyPerfLive_NONE;
+
+    /* The interrupted bytecode has no exception set; keep whatever the
+       caller has anyway. */
+    PyObject *exc, *val, *tb;
+    _PyErr_Fetch(tstate, &exc, &val, &tb);
+    int result = _PyPerfLive_DONE;
+    int error = 0;
+    char message[sizeof(b->message)] = "";
+
+    if (request < _PyPerfLive_ACTIVATE_PERF
+        || request > _PyPerfLive_DEACTIVATE)
+    {
+        result = _PyPerfLive_UNKNOWN;
+        PyOS_snprintf(message, sizeof(message),
+                      "unknown request code %lu", (unsigned long)request);
+    }
+    else if (b->state != _PyPerfLive_READY) {
+        result = _PyPerfLive_REFUSED;
+        put_text(message, sizeof(message),
+                 b->state == _PyPerfLive_DISABLED
+                 ? "live activation is disabled in this process"
+                 : b->state == _PyPerfLive_FINALIZING
+                 ? "the interpreter is finalizing"
+                 : "the interpreter is not ready yet");
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    else if (request == _PyPerfLive_DEACTIVATE) {
+        _PyPerf_Deactivate();
+    }
+    else {
+        const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT
+                           ? "perf_jit" : "perf";
+        errno = 0;
+        int rc = _PyPerf_Activate(name);
+        if (rc == 1) {
+            result = _PyPerfLive_NO_FILE;
+            error = errno;
+        }
+        else if (rc < 0) {
+            result = _PyPerfLive_REFUSED;
+            take_exception(tstate, message, sizeof(message));
+        }
+    }
+#else
+    else {
+        result = _PyPerfLive_REFUSED;
+        put_text(message, sizeof(message),
+                 "perf trampolines are not available on this platform");
+    }
+#endif
+    if (_PyErr_Occurred(tstate)) {
+        /* Nothing above should leave one; a warning's Python code might. */
+        PyErr_WriteUnraisable(NULL);
+    }
+    _PyErr_Restore(tstate, exc, val, tb);
+
+    refresh();
+    b->result = result;
+    b->error = error;
+    put_text(b->message, sizeof(b->message), message);
+    STORE_FENCE();
+    b->served_id = id;
+}
+
+#else /* !Py_REMOTE_DEBUG */
+
+void
+_PyPerfLive_Start(const PyConfig *Py_UNUSED(config))
+{
+}
+
+#endif /* Py_REMOTE_DEBUG */
