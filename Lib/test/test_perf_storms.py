@@ -96,7 +96,12 @@ for i in range(NTOGGLES):
         sys.activate_stack_trampoline(backend)
         assert sys.is_stack_trampoline_active()
     middle(i)
-    while sum(progress) < 4 * (i + 1) and not failures:
+    # Each window lasts until the workers end 2 * NTHREADS + 1 rounds in
+    # it: then one of them ran a whole round (numbers() included) under
+    # this backend.  A count since the start would let the toggles run
+    # back to back after a window in which the workers ran far ahead.
+    goal = sum(progress) + 2 * NTHREADS + 1
+    while sum(progress) < goal and not failures:
         time.sleep(0)
 stop.set()
 for t in threads:
