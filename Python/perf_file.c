@@ -375,6 +375,10 @@ _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
-void _PyPerfTrampoline_SetTestHook(void (*Py_UNUSED(hook))(const char *)) {}
+void
+_PyPerfTrampoline_SetTestHook(void (*hook)(const char *))
+{
+    (void)hook;
+}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

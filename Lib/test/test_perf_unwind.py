@@ -423,6 +423,9 @@ LOADS = {loads!r}
 gdb.execute("set pagination off")
 gdb.execute("set confirm off")
 gdb.execute("set width unlimited")
+# The walk ends at _start in every build, also where LTO gives main() a
+# frame of its own (by inlining Py_BytesMain()) and gdb would stop there.
+gdb.execute("set backtrace past-main on")
 gdb.execute("handle SIGUSR1 stop print nopass")
 gdb.execute("run")
 with open(LOADS) as f:
