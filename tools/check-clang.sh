@@ -68,8 +68,10 @@ echo "+ sysconfig"
 "$py" - <<'EOF'
 import sysconfig
 v = sysconfig.get_config_var
+lto = sorted({w for w in (v("CFLAGS_NODIST") + " " + v("LDFLAGS_NODIST")).split()
+              if w.startswith("-flto")})
 print(f"CC={v('CC')!r} PY_HAVE_PERF_TRAMPOLINE={v('PY_HAVE_PERF_TRAMPOLINE')!r} "
-      f"LTO flags={v('LTOFLAGS') or v('LDFLAGS_NOLTO')!r}")
+      f"LTO flags: {' '.join(lto) or 'none'}")
 if v("PY_HAVE_PERF_TRAMPOLINE") != 1:
     raise SystemExit("error: PY_HAVE_PERF_TRAMPOLINE is not 1")
 if "clang" not in v("CC"):
