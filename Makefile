@@ -92,9 +92,9 @@ help:
 	@echo "                stdlib ($(INSTALL_DIR)/, or INSTALL_DIR=anywhere; ~3 min)"
 	@echo "make check-pgo  GCC PGO+LTO build (--enable-optimizations --with-lto, trained"
 	@echo "                without -X perf) in $(PGO)/: per-call figures, perf, tests (15 min idle, 35 loaded)"
-	@echo "make check-clang  clang 14 builds, -O3 in $(CLANG)/ and ThinLTO (--with-lto) in"
-	@echo "                $(CLANG)-lto/, stock 3.11.2 beside each: CET and frame record,"
-	@echo "                per-call figures, perf, tests (CLANG_MODES=\"O3 lto\"; ~25 min)"
+	@echo "make check-clang  clang 14 builds, -O3 in $(CLANG)/ and --with-lto (full LTO) in"
+	@echo "                $(CLANG)-lto/, ThinLTO in $(CLANG)-thinlto/, stock 3.11.2 beside each:"
+	@echo "                CET, frame records, per-call figures, perf, tests (CLANG_MODES)"
 	@echo "make deb        Debian's python3.11 source package with our series, built by"
 	@echo "                dpkg-buildpackage in $(DEB)/ and checked from its unpacked .debs"
 	@echo "                (DEB_STEP=prepare|build|check; about an hour on two cores)"
@@ -234,11 +234,11 @@ check-install: $(BUILD)/python
 check-pgo: $(BUILD)/python
 	$(CLEAN_ENV) tools/check-pgo.sh $(SRC) $(PGO) $(JOBS)
 
-# The patched tree built with clang (plain -O3, and --with-lto, which is
-# ThinLTO with clang), each beside a stock 3.11.2 built the same way (from
-# the pristine tree of `make stock`): tools/check-clang.sh says what it
-# checks.
-CLANG_MODES ?= O3 lto
+# The patched tree built with clang (plain -O3, --with-lto, which is full
+# LTO with clang in 3.11, and --with-lto=thin: CLANG_MODES picks), each
+# beside a stock 3.11.2 built the same way (from the pristine tree of
+# `make stock`): tools/check-clang.sh says what it checks.
+CLANG_MODES ?= O3 lto thinlto
 check-clang: $(BUILD)/python $(STOCK)/src/configure
 	@for m in $(CLANG_MODES); do \
 	    dir=$(CLANG)$$( [ $$m = O3 ] || echo -$$m ); \

@@ -2,17 +2,20 @@
 # check-clang.sh: the patched tree built with clang, as users who pick
 # clang build it, and checked there.
 #
-#   tools/check-clang.sh SRC OBJDIR JOBS [lto]
+#   tools/check-clang.sh SRC OBJDIR JOBS [lto|thinlto]
 #
 # SRC is the patched tree (build/src), OBJDIR the object directory.  The
 # build is `CC=clang configure CFLAGS=-fcf-protection` (the -O3 of
-# CPython's own flags), or with `lto` also --with-lto, which CPython
-# 3.11's configure turns into clang's ThinLTO (-flto=thin) where clang
-# takes it.  -fcf-protection is what distributions add: it is given so
+# CPython's own flags); with `lto` also --with-lto, which CPython 3.11.2's
+# configure turns into clang's full LTO (-flto: it takes ThinLTO only when
+# asked, --with-lto=thin, where 3.12 made thin the default for clang);
+# with `thinlto`, --with-lto=thin (-flto=thin), under which clang renames
+# the static functions it shares between modules name.llvm.N.
+# -fcf-protection is what distributions add: it is given so
 # that the CET form of the trampoline is what gets checked.  STOCK_SRC (an
 # unpacked pristine 3.11.2, default build-stock/src) is built the same way,
 # with the frame-pointer flags our configure adds, in OBJDIR-stock, for
-# the figure against stock.  Each tree is (re)built when OBJDIR/python is
+# the figure against stock (STOCK_SRC=- leaves it out).  Each tree is (re)built when OBJDIR/python is
 # missing or older than SRC/Python/ceval.c; the build time is printed.
 #
 # Then:
@@ -37,7 +40,8 @@ FP_CFLAGS=${FP_CFLAGS:--fno-omit-frame-pointer -mno-omit-leaf-frame-pointer}
 case $mode in
     O3) lto="" ;;
     lto) lto=--with-lto ;;
-    *) echo "usage: $0 SRC OBJDIR JOBS [lto]" >&2; exit 2 ;;
+    thinlto) lto=--with-lto=thin ;;
+    *) echo "usage: $0 SRC OBJDIR JOBS [lto|thinlto]" >&2; exit 2 ;;
 esac
 command -v clang > /dev/null || { echo "error: no clang" >&2; exit 1; }
 
@@ -60,15 +64,18 @@ build() {
     echo "built in $(( $(date +%s) - start )) s (log: $dir/build.log)"
 }
 build "$src" "$obj" "-fcf-protection"
-build "$stock_src" "$obj-stock" "-fcf-protection $FP_CFLAGS"
 py=$obj/python
-stock=$obj-stock/python
+stock=-
+if [ "$stock_src" != - ]; then
+    build "$stock_src" "$obj-stock" "-fcf-protection $FP_CFLAGS"
+    stock=$obj-stock/python
+fi
 
 echo "+ sysconfig"
 "$py" - <<'EOF'
 import sysconfig
 v = sysconfig.get_config_var
-lto = sorted({w for w in (v("CFLAGS_NODIST") + " " + v("LDFLAGS_NODIST")).split()
+lto = sorted({w for w in (v("PY_CFLAGS_NODIST") + " " + v("PY_LDFLAGS_NODIST")).split()
               if w.startswith("-flto")})
 print(f"CC={v('CC')!r} PY_HAVE_PERF_TRAMPOLINE={v('PY_HAVE_PERF_TRAMPOLINE')!r} "
       f"LTO flags: {' '.join(lto) or 'none'}")
@@ -79,10 +86,16 @@ if "clang" not in v("CC"):
 if "-fno-omit-frame-pointer" not in v("CFLAGS"):
     raise SystemExit("error: the frame-pointer flags are not in CFLAGS")
 EOF
-if [ -n "$lto" ]; then
-    grep -q -- '-flto=thin' "$obj/Makefile" || {
-        echo "error: --with-lto did not give clang -flto=thin" >&2; exit 1; }
-    echo "LTO: ThinLTO (-flto=thin in $obj/Makefile)"
+want=""
+case $mode in
+    lto) want=-flto ;;
+    thinlto) want=-flto=thin ;;
+esac
+if [ -n "$want" ]; then
+    grep -q -- "^CONFIGURE_CFLAGS_NODIST=.* $want " "$obj/Makefile" || {
+        grep '^CONFIGURE_CFLAGS_NODIST' "$obj/Makefile" >&2
+        echo "error: $lto did not give clang $want" >&2; exit 1; }
+    echo "LTO: $lto compiles with $want"
 fi
 
 echo "+ CET and the frame record"
@@ -119,7 +132,7 @@ echo "+ instructions per Python call (callgrind, fib(22) - fib(20))"
 # runs copies without the debug sections, beside the originals (so that
 # they find their build directories), with the same code.
 for p in "$py" "$stock"; do
-    objcopy --strip-debug "$p" "$p-nodebug"
+    [ "$p" = - ] || objcopy --strip-debug "$p" "$p-nodebug"
 done
 PYTHONPATH="$here/bench" "$py" - "$py" "$stock" \
     "$here/bench/workloads/fib.py" <<'EOF'
@@ -133,11 +146,15 @@ def per_call(python, args):
     python += "-nodebug"
     return (run.instructions(python, args, fib, "22")
             - run.instructions(python, args, fib, "20")) / calls
-base = per_call(stock, [])
 off = per_call(py, [])
 perf = per_call(py, ["-X", "perf"])
-print(f"stock: {base:.2f} per call; off: {off:.2f} ({off - base:+.2f} vs "
-      f"stock); -X perf: +{perf - off:.2f} per call ({calls} calls)")
+if stock == "-":
+    print(f"off: {off:.2f} per call; -X perf: +{perf - off:.2f} per call "
+          f"({calls} calls)")
+else:
+    base = per_call(stock, [])
+    print(f"stock: {base:.2f} per call; off: {off:.2f} ({off - base:+.2f} "
+          f"vs stock); -X perf: +{perf - off:.2f} per call ({calls} calls)")
 EOF
 
 echo "+ perf record -g of examples/demo.py under -X perf"
