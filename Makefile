@@ -43,6 +43,8 @@ CHECK_EXPORT ?= build-check-export
 STOCK   := build-stock
 ASAN    := build-asan
 PGO     := build-pgo
+CLANG   := build-clang
+DEB     := build-deb
 
 # Misc/NEWS.d has directories with spaces in their names ("Core and
 # Builtins"): the names are sorted first, then their spaces escaped, which
@@ -62,7 +64,7 @@ CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
         check-series regrtest-perf check-abi sanitize check-viewer docs series dist \
         check-cross check-copies check-install \
-        check-dist check-export check-pgo clean distclean
+        check-dist check-export check-pgo check-clang deb clean distclean
 
 all: $(BUILD)/python
 
@@ -90,6 +92,12 @@ help:
 	@echo "                stdlib ($(INSTALL_DIR)/, or INSTALL_DIR=anywhere; ~3 min)"
 	@echo "make check-pgo  GCC PGO+LTO build (--enable-optimizations --with-lto, trained"
 	@echo "                without -X perf) in $(PGO)/: per-call figures, perf, tests (15 min idle, 35 loaded)"
+	@echo "make check-clang  clang 14 builds, -O3 in $(CLANG)/ and --with-lto (full LTO) in"
+	@echo "                $(CLANG)-lto/, ThinLTO in $(CLANG)-thinlto/, stock 3.11.2 beside each:"
+	@echo "                CET, frame records, per-call figures, perf, tests (CLANG_MODES)"
+	@echo "make deb        Debian's python3.11 source package with our series, built by"
+	@echo "                dpkg-buildpackage in $(DEB)/ and checked from its unpacked .debs"
+	@echo "                (DEB_STEP=prepare|build|check; about an hour on two cores)"
 	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
@@ -233,6 +241,26 @@ check-install: $(BUILD)/python
 check-pgo: $(BUILD)/python
 	$(CLEAN_ENV) tools/check-pgo.sh $(SRC) $(PGO) $(JOBS)
 
+# The patched tree built with clang (plain -O3, --with-lto, which is full
+# LTO with clang in 3.11, and --with-lto=thin: CLANG_MODES picks), each
+# beside a stock 3.11.2 built the same way (from the pristine tree of
+# `make stock`): tools/check-clang.sh says what it checks.
+CLANG_MODES ?= O3 lto thinlto
+check-clang: $(BUILD)/python $(STOCK)/src/configure
+	@for m in $(CLANG_MODES); do \
+	    dir=$(CLANG)$$( [ $$m = O3 ] || echo -$$m ); \
+	    $(CLEAN_ENV) STOCK_SRC=$(STOCK)/src FP_CFLAGS="$(FP_CFLAGS)" \
+	        tools/check-clang.sh $(SRC) $$dir $(JOBS) $$m || exit 1; \
+	done
+
+# Debian's own python3.11 package (apt-get source) with our exported
+# series added to its quilt series, built with dpkg-buildpackage and
+# checked from the unpacked .debs (tools/deb.sh).  DEB_STEP runs one step.
+DEB_STEP ?=
+deb: $(DIST)/patches/series
+	tools/install-deps.sh deb
+	$(CLEAN_ENV) tools/deb.sh $(DIST)/patches $(DEB) $(JOBS) $(DEB_STEP)
+
 # A profile of examples/demo.py opened in speedscope and a flame graph in
 # headless Chromium, and in hotspot's parser (tools/viewer/viewer.test.mjs);
 # screenshots in build/viewer-shots/.
@@ -337,5 +365,5 @@ clean:
 	-$(MAKE) -C $(ASAN) clean
 
 distclean:
-	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) $(PGO) build-series build-cross-* \
+	rm -rf $(BUILD) $(NOFP) $(STOCK) $(ABI) $(ASAN) $(PGO) $(CLANG) $(CLANG)-* $(DEB) build-series build-cross-* \
 	    $(DIST) $(CHECK_DIST) $(CHECK_EXPORT) build-install

@@ -389,9 +389,11 @@ def load_map_symbols(path):
 # out-of-line rest of a partly inlined function (.part.N), copies for
 # constant arguments (.constprop.N) or with arguments rewritten
 # (.isra.N), and static functions renamed by LTO (.lto_priv.N).  They can
-# follow one another: f.constprop.0.isra.0.cold.
+# follow one another: f.constprop.0.isra.0.cold.  Clang's ThinLTO gives
+# the static functions it makes visible to other modules a hash of their
+# module (.llvm.N, decimal digits).
 CLONE_SUFFIXES = re.compile(
-    r"(?:\.(?:cold(?:\.\d+)?|(?:part|constprop|isra|lto_priv)\.\d+))+$")
+    r"(?:\.(?:cold(?:\.\d+)?|(?:part|constprop|isra|lto_priv|llvm)\.\d+))+$")
 
 
 def function_of(symbol):
