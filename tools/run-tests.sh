@@ -4,12 +4,13 @@
 #   run-tests.sh PYTHON...
 #
 # For each interpreter: the package Lib/test/test_perf_profiler/ (verbose), then
-# test_perf_unwind, test_perfmaps, test_perf_storms and test_perf_live.  Then, on
-# the first interpreter, a slice of CPython's own suite in three modes (off,
-# PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1), which must give the same
-# result test by test but for the README's known differences
-# (tools/suite-modes.py, which also removes the perf files the runs make);
-# on the others, the CPython suites whose code our patches touch, as before.
+# test_perf_unwind, test_perfmaps, test_perf_storms, test_perf_live and
+# test_perf_live_perf.  Then, on the first interpreter, a slice of CPython's
+# own suite in three modes (off, PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1),
+# which must give the same result test by test but for the README's known
+# differences (tools/suite-modes.py, which also removes the perf files the runs
+# make); on the others, the CPython suites whose code our patches touch, as
+# before.
 # The caller (make test) has cleared PYTHON* variables.
 # Ends with one line "N passed, N failed", counting test modules and the
 # three-mode comparison.
@@ -34,7 +35,7 @@ first=""
 
 for py in "$@"; do
     echo "=== $py: $("$py" -c 'import sys; print(sys.version)' | head -1)"
-    tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms test_perf_live"
+    tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms test_perf_live test_perf_live_perf"
     [ -n "$first" ] && tests="$tests $CPYTHON_TESTS"
     for t in $tests; do
         verbose=""
