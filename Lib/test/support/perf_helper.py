@@ -3,8 +3,8 @@ interpreter and perf, finding the pids of the processes a test started,
 strict readers of /tmp/perf-PID.map and /tmp/jit-PID.dump, cleanup of the
 files those processes wrote, and probes of what perf can do here.
 
-Used by test_perf_profiler, test_perf_unwind, test_perfmaps and
-test_perf_storms.
+Used by test_perf_profiler, test_perf_unwind, test_perfmaps,
+test_perf_storms, test_perf_live and test_perf_live_perf.
 """
 
 import bisect
