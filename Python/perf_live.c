@@ -9,9 +9,10 @@
  * process no thread of its own for it: it writes a request into a control
  * block of this file, through /proc/PID/mem (the permission of a ptrace
  * attach), and sets the main interpreter's eval breaker, which the
- * evaluator tests anyway.  The evaluator then calls eval_frame_handle_pending(),
- * which serves the request here.  While no request comes, nothing is
- * paid: no test is added to the call path or to any bytecode.
+ * evaluator tests anyway.  The evaluator then calls
+ * eval_frame_handle_pending(), which serves the request here.  While no
+ * request comes, nothing is paid: no test is added to the call path or
+ * to any bytecode.
  *
  * The control block
  * -----------------
@@ -190,7 +191,10 @@ observe(int event)
     refresh();
 }
 #else
-static void refresh(void) {}
+static void
+refresh(void)
+{
+}
 #endif
 
 /* ---- Start-up and fork ------------------------------------------------ */
@@ -202,6 +206,16 @@ static void
 atfork_child(void)
 {
     _PyPerf_Live.request = 0;
+    _PyPerf_Live.pid = (uint32_t)getpid();
+}
+
+/* The block names its process from the start, while still "starting":
+   a requester that comes during start-up (site, .pth files,
+   sitecustomize) then waits for "ready" rather than refusing a block
+   that names no process. */
+__attribute__((constructor)) static void
+name_the_owner(void)
+{
     _PyPerf_Live.pid = (uint32_t)getpid();
 }
 
@@ -240,6 +254,12 @@ _PyPerfLive_Start(const PyConfig *config)
     _PyPerf_observer = observe;
 #endif
     refresh();
+    /* Also when disabled: a child must say "disabled" as its own. */
+    if (!atfork_registered
+        && pthread_atfork(NULL, NULL, atfork_child) == 0)
+    {
+        atfork_registered = 1;
+    }
     if (disabled(config)) {
         b->state = _PyPerfLive_DISABLED;
         return;
@@ -247,10 +267,7 @@ _PyPerfLive_Start(const PyConfig *config)
     if (!atfork_registered) {
         /* Without it a child would keep its parent's pid in the block,
            and requesters refuse such a block: stay "starting". */
-        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
-            return;
-        }
-        atfork_registered = 1;
+        return;
     }
     b->eval_breaker =
         (uint64_t)(uintptr_t)&_PyInterpreterState_Main()->ceval.eval_breaker;
@@ -287,13 +304,19 @@ take_exception(PyThreadState *tstate, char *buf, size_t size)
 void
 _PyPerfLive_Serve(PyThreadState *tstate)
 {
+    /* Set while a request is served: the Python code of a warning may
+       run meanwhile, and reach the breaker with a new request pending.
+       That one waits (pending, the breaker kept set) until this one's
+       acknowledgement is written, which would overwrite its own. */
+    static int serving;
     _PyPerfLiveBlock *b = &_PyPerf_Live;
     uint32_t request = b->request;
-    if (request == _PyPerfLive_NONE
+    if (request == _PyPerfLive_NONE || serving
         || tstate->interp != _PyInterpreterState_Main())
     {
         return;
     }
+    serving = 1;
     LOAD_FENCE();
     uint64_t id = b->request_id;
     b->request = _PyPerfLive_NONE;
@@ -359,6 +382,7 @@ _PyPerfLive_Serve(PyThreadState *tstate)
     put_text(b->message, sizeof(b->message), message);
     STORE_FENCE();
     b->served_id = id;
+    serving = 0;
 }
 
 #else /* !Py_REMOTE_DEBUG */
