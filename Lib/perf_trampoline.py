@@ -29,13 +29,11 @@ naturally aligned) is fixed:
     328 message[128]   the text of a refusal
 
 This module is the requester.  It finds the block without any help from
-the target: /proc/PID/maps lists the files the process mapped; for the
-executable and any libpython, the ELF .dynsym is read (through
-/proc/PID/map_files/, or /proc/PID/root/ when that is not allowed, so that
-processes in containers are found too) and the symbol's address is
-computed from the mapping of the PT_LOAD segment that holds it.  The block
-is then read from /proc/PID/mem, which needs the permission of a ptrace
-attach.  Nothing is written unless the magic, version, size and pid
+the target: Lib/_perf_remote.py reads the other process through /proc
+(the ELF .dynsym of its executable or libpython, the symbol's address
+from the mapping of the PT_LOAD segment that holds it, processes in
+containers too) and reads and writes /proc/PID/mem, which needs the
+permission of a ptrace attach.  Nothing is written unless the magic, version, size and pid
 (the pid as the process's own pid namespace sees it) all check out, so a
 stock interpreter, a Python 3.12+ or any other program is left untouched.
 
@@ -56,11 +54,13 @@ runs under any interpreter, with no compiled helper.
 """
 
 import argparse
-import errno
 import os
 import struct
 import sys
 import time
+
+from _perf_remote import (LiveError, Memory, children_of, exists, ns_pid,
+                          symbol_addresses)
 
 __all__ = ["LiveError", "Target", "Outcome", "activate", "deactivate",
            "request_all", "status", "children_of", "main"]
@@ -94,294 +94,6 @@ PENDING_TEXT = "requested: takes effect when the process next runs Python code"
 _counter = 0
 
 
-class LiveError(Exception):
-    """A request cannot be made to a process: the text says why."""
-
-
-# ---- ELF: the dynamic symbols and the loadable segments of a file ----------
-
-SHT_DYNSYM = 11
-PT_LOAD = 1
-
-
-class _Elf:
-    """The parts of an ELF file the requester needs: its PT_LOAD segments
-    and the values of some .dynsym symbols.  Raises ValueError for a file
-    that is not ELF or is cut short."""
-
-    def __init__(self, f):
-        self.f = f
-        ident = self._read(0, 16)
-        if ident[:4] != b"\x7fELF":
-            raise ValueError("not an ELF file")
-        if ident[4] not in (1, 2) or ident[5] not in (1, 2):
-            raise ValueError("unknown ELF class or data encoding")
-        self.is64 = ident[4] == 2
-        self.end = "<" if ident[5] == 1 else ">"
-        if self.is64:
-            hdr = self._unpack("HHIQQQIHHHHHH", 16)
-            (_, _, _, _, phoff, shoff, _, _, phentsize, phnum,
-             shentsize, shnum, _) = hdr
-        else:
-            hdr = self._unpack("HHIIIIIHHHHHH", 16)
-            (_, _, _, _, phoff, shoff, _, _, phentsize, phnum,
-             shentsize, shnum, _) = hdr
-        self.segments = []
-        for i in range(phnum):
-            pos = phoff + i * phentsize
-            if self.is64:
-                p_type, _, p_offset, p_vaddr, _, p_filesz, p_memsz, _ = (
-                    self._unpack("IIQQQQQQ", pos))
-            else:
-                p_type, p_offset, p_vaddr, _, p_filesz, p_memsz, _, _ = (
-                    self._unpack("IIIIIIII", pos))
-            if p_type == PT_LOAD:
-                self.segments.append((p_offset, p_vaddr, p_filesz, p_memsz))
-        self.sections = []
-        for i in range(shnum):
-            pos = shoff + i * shentsize
-            if self.is64:
-                s = self._unpack("IIQQQQIIQQ", pos)
-            else:
-                s = self._unpack("IIIIIIIIII", pos)
-            # (type, offset, size, link, entsize)
-            self.sections.append((s[1], s[4], s[5], s[6], s[9]))
-
-    def _read(self, pos, n):
-        self.f.seek(pos)
-        data = self.f.read(n)
-        if len(data) != n:
-            raise ValueError("ELF file cut short")
-        return data
-
-    def _unpack(self, fmt, pos):
-        st = struct.Struct(self.end + fmt)
-        return st.unpack(self._read(pos, st.size))
-
-    def dynamic_symbols(self, names):
-        """{name: st_value} of those `names` (bytes) defined in .dynsym."""
-        found = {}
-        for s_type, s_off, s_size, s_link, s_entsize in self.sections:
-            if s_type != SHT_DYNSYM or not s_entsize:
-                continue
-            if s_link >= len(self.sections):
-                raise ValueError("bad .dynsym string table index")
-            _, str_off, str_size, _, _ = self.sections[s_link]
-            strtab = self._read(str_off, str_size)
-            symtab = self._read(s_off, s_size)
-            fmt = self.end + ("IBBHQQ" if self.is64 else "IIIBBH")
-            st = struct.Struct(fmt)
-            for k in range(s_size // s_entsize):
-                fields = st.unpack_from(symtab, k * s_entsize)
-                if self.is64:
-                    name_off, _, _, shndx, value, _ = fields
-                else:
-                    name_off, value, _, _, _, shndx = fields
-                if shndx == 0 or name_off >= len(strtab):
-                    continue  # undefined here
-                end = strtab.find(b"\0", name_off)
-                name = strtab[name_off:end if end >= 0 else None]
-                if name in names:
-                    found[name] = value
-        return found
-
-    def segment_of(self, vaddr):
-        for seg in self.segments:
-            if seg[1] <= vaddr < seg[1] + seg[3]:
-                return seg
-        return None
-
-
-# ---- /proc: mappings, the block, descendants --------------------------------
-
-def _permission_text(pid):
-    try:
-        with open("/proc/sys/kernel/yama/ptrace_scope") as f:
-            yama = "kernel.yama.ptrace_scope is " + f.read().strip()
-    except OSError:
-        yama = "kernel.yama.ptrace_scope: not present (no Yama)"
-    return ("no permission to read or write the memory of process %d: "
-            "that takes the permission of a ptrace attach (the same user "
-            "as the process, or CAP_SYS_PTRACE; %s; a non-dumpable "
-            "process, one that changed its user ids or called "
-            "prctl(PR_SET_DUMPABLE, 0), takes CAP_SYS_PTRACE even for its "
-            "own user)"
-            % (pid, yama))
-
-
-def _os_error(pid, exc, what):
-    if exc.errno in (errno.EPERM, errno.EACCES):
-        return LiveError(_permission_text(pid))
-    if exc.errno == errno.ESRCH or (exc.errno == errno.ENOENT
-                                    and not os.path.exists("/proc/%d" % pid)):
-        return LiveError("process %d does not exist (or has exited)" % pid)
-    return LiveError("cannot %s of process %d: %s"
-                     % (what, pid, os.strerror(exc.errno)))
-
-
-def _exists(pid):
-    """Whether `pid` is a process that has not exited (a zombie has)."""
-    try:
-        with open("/proc/%d/stat" % pid, "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # the state follows the command name, which is in parentheses
-    state = stat[stat.rfind(b")") + 2:][:1]
-    return state not in (b"Z", b"X", b"x")
-
-
-def _mappings(pid):
-    """The file mappings of `pid`: [(start, end, offset, inode, path)]."""
-    try:
-        with open("/proc/%d/maps" % pid, "rb") as f:
-            text = f.read()
-    except OSError as exc:
-        raise _os_error(pid, exc, "read the mappings")
-    if not text and not _exists(pid):
-        raise LiveError("process %d has exited" % pid)
-    maps = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 6 or not parts[5].startswith(b"/"):
-            continue
-        inode = int(parts[4])
-        if inode == 0:
-            continue
-        start, end = (int(x, 16) for x in parts[0].split(b"-"))
-        path = parts[5]
-        if path.endswith(b" (deleted)"):
-            path = path[:-len(b" (deleted)")]
-        maps.append((start, end, int(parts[2], 16), inode, path))
-    return maps
-
-
-def _candidates(pid, maps):
-    """The mapped files that may hold the block: the executable, and any
-    libpython.  Yields (inode, path, [mappings])."""
-    by_file = {}
-    for m in maps:
-        by_file.setdefault((m[3], m[4]), []).append(m)
-    try:
-        exe = os.readlink("/proc/%d/exe" % pid).encode(
-            sys.getfilesystemencoding(), "surrogateescape")
-    except OSError:
-        exe = None
-    if exe is not None and exe.endswith(b" (deleted)"):
-        exe = exe[:-len(b" (deleted)")]
-    try:
-        exe_inode = os.stat("/proc/%d/exe" % pid).st_ino
-    except OSError:
-        exe_inode = None
-    for (inode, path), ms in by_file.items():
-        base = os.path.basename(path)
-        if (path == exe or inode == exe_inode
-                or base.startswith(b"libpython")):
-            yield inode, path, ms
-
-
-def _open_mapped(pid, path, mapping):
-    """Open a file that `pid` mapped: by /proc/PID/map_files (the very
-    file, even deleted or in another mount namespace) if allowed, else by
-    /proc/PID/root/PATH."""
-    first = "/proc/%d/map_files/%x-%x" % (pid, mapping[0], mapping[1])
-    try:
-        return open(first, "rb")
-    except OSError:
-        pass
-    try:
-        return open(b"/proc/%d/root" % pid + path, "rb")
-    except OSError as exc:
-        raise _os_error(pid, exc, "open %s" % os.fsdecode(path))
-
-
-def _address(elf, value, mappings, page):
-    """The address in the process of the symbol of value `value`, or None.
-
-    All the segments of an ELF object are loaded with one bias, found from
-    the mapping of its first PT_LOAD segment (the lowest mapping of the
-    file at that segment's page offset: a later segment can share the
-    page offset of an earlier one, as a RELRO part does).  When the symbol
-    lies in the part of its segment read from the file, the mapping that
-    holds its address must show that very file offset."""
-    seg = elf.segment_of(value)
-    if seg is None or not elf.segments:
-        return None
-    first = min(elf.segments, key=lambda s: s[1])
-    first_off = first[0] - first[0] % page
-    starts = sorted(m[0] for m in mappings if m[2] == first_off)
-    if not starts:
-        return None
-    bias = starts[0] - (first[1] - first[1] % page)
-    addr = bias + value
-    p_offset, p_vaddr, p_filesz = seg[0], seg[1], seg[2]
-    if value < p_vaddr + p_filesz:
-        file_off = p_offset + (value - p_vaddr)
-        if not any(start <= addr < end and addr - start + offset == file_off
-                   for start, end, offset, _, _ in mappings):
-            return None
-    return addr
-
-
-def _ns_pid(pid):
-    """The pid of `pid` in its own pid namespace (NSpid's last field)."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    return int(line.split()[-1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return pid
-
-
-def find_block(pid):
-    """(address of the control block, or None, whether the process has
-    one of this project's other symbols)."""
-    maps = _mappings(pid)
-    page = os.sysconf("SC_PAGE_SIZE")
-    ours = False
-    for inode, path, ms in _candidates(pid, maps):
-        with _open_mapped(pid, path, ms[0]) as f:
-            try:
-                elf = _Elf(f)
-                syms = elf.dynamic_symbols({BLOCK_SYMBOL, OUR_SYMBOL})
-            except ValueError:
-                continue
-        if OUR_SYMBOL in syms:
-            ours = True
-        if BLOCK_SYMBOL in syms:
-            addr = _address(elf, syms[BLOCK_SYMBOL], ms, page)
-            if addr is not None:
-                return addr, True
-    return None, ours
-
-
-def children_of(pid):
-    """The descendants of `pid`, recursively (children of every thread)."""
-    found = []
-    todo = [pid]
-    seen = {pid}
-    while todo:
-        p = todo.pop(0)
-        try:
-            tasks = os.listdir("/proc/%d/task" % p)
-        except OSError:
-            continue
-        for t in tasks:
-            try:
-                with open("/proc/%d/task/%s/children" % (p, t)) as f:
-                    kids = [int(x) for x in f.read().split()]
-            except (OSError, ValueError):
-                continue
-            for k in kids:
-                if k not in seen:
-                    seen.add(k)
-                    found.append(k)
-                    todo.append(k)
-    return found
-
-
 def _cstr(data):
     return data.split(b"\0", 1)[0].decode("utf-8", "replace")
 
@@ -392,23 +104,20 @@ class Target:
 
     def __init__(self, pid, write=True):
         self.pid = pid
+        self.mem = None
         if not os.path.exists("/proc/%d" % pid):
             raise LiveError("process %d does not exist" % pid)
-        if not _exists(pid):
+        if not exists(pid):
             raise LiveError("process %d has exited" % pid)
-        addr, ours = find_block(pid)
-        if addr is None:
-            if ours:
+        found = symbol_addresses(pid, {BLOCK_SYMBOL, OUR_SYMBOL})
+        if BLOCK_SYMBOL not in found:
+            if OUR_SYMBOL in found:
                 raise LiveError("live activation is disabled in process %d "
                                 "(built --without-remote-debug)" % pid)
             raise LiveError("process %d is not a Python with live perf "
                             "activation" % pid)
-        self.addr = addr
-        try:
-            self.fd = os.open("/proc/%d/mem" % pid,
-                              os.O_RDWR if write else os.O_RDONLY)
-        except OSError as exc:
-            raise _os_error(pid, exc, "open the memory")
+        self.addr = found[BLOCK_SYMBOL]
+        self.mem = Memory(pid, write)
         try:
             self._check()
         except BaseException:
@@ -416,9 +125,9 @@ class Target:
             raise
 
     def close(self):
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        if self.mem is not None:
+            self.mem.close()
+            self.mem = None
 
     def __enter__(self):
         return self
@@ -427,25 +136,10 @@ class Target:
         self.close()
 
     def read(self, off, n):
-        try:
-            data = os.pread(self.fd, n, self.addr + off)
-        except OSError as exc:
-            if exc.errno == errno.EIO and not _exists(self.pid):
-                raise LiveError("process %d has exited" % self.pid)
-            raise _os_error(self.pid, exc, "read the memory")
-        if len(data) != n:
-            raise LiveError("process %d has exited" % self.pid)
-        return data
+        return self.mem.read(self.addr + off, n)
 
     def write(self, off, data):
-        try:
-            n = os.pwrite(self.fd, data, self.addr + off)
-        except OSError as exc:
-            if exc.errno == errno.EIO and not _exists(self.pid):
-                raise LiveError("process %d has exited" % self.pid)
-            raise _os_error(self.pid, exc, "write the memory")
-        if n != len(data):
-            raise LiveError("process %d has exited" % self.pid)
+        self.mem.write(self.addr + off, data)
 
     def u32(self, off):
         return struct.unpack("=I", self.read(off, 4))[0]
@@ -462,7 +156,7 @@ class Target:
             raise LiveError("process %d is not a Python with live perf "
                             "activation (unknown block: magic %r, version "
                             "%d)" % (self.pid, magic, version))
-        if owner not in (self.pid, _ns_pid(self.pid)):
+        if owner not in (self.pid, ns_pid(self.pid)):
             raise LiveError("process %d is not a Python with live perf "
                             "activation (its block names pid %d)"
                             % (self.pid, owner))
@@ -484,12 +178,7 @@ class Target:
     def poke(self):
         self.breaker = self.u64(OFF_BREAKER)
         if self.breaker:
-            try:
-                os.pwrite(self.fd, struct.pack("=i", 1), self.breaker)
-            except OSError as exc:
-                if not _exists(self.pid):
-                    raise LiveError("process %d has exited" % self.pid)
-                raise _os_error(self.pid, exc, "write the memory")
+            self.mem.write(self.breaker, struct.pack("=i", 1))
 
     def send(self, code, request_id):
         self.write(OFF_REQUEST_ID, struct.pack("=Q", request_id))

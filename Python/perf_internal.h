@@ -75,6 +75,20 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
+/* ---- The template's unwind table (Python/perf_unwind.c) --------------- */
+
+/* The ELF machine (e_machine) of the template's architecture. */
+extern const uint16_t _PyPerf_elf_machine;
+
+/* Write the template's .eh_frame (CIE, FDE, terminator) and, right after
+   it, its .eh_frame_hdr into buf[0:cap), for code whose first byte is
+   `eh_frame_at` bytes before the .eh_frame.  Stores the two sizes.
+   Returns 0, or -1 with errno ENOEXEC (a template whose rules this build
+   does not know) or ENOBUFS (cap too small). */
+extern int _PyPerfUnwind_Table(size_t eh_frame_at, unsigned char *buf,
+                               size_t cap, size_t *eh_frame_size,
+                               size_t *hdr_size);
+
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 
 /* Bytes of the trampoline template. */

@@ -25,24 +25,23 @@
  *
  * Creating, writing and forking the file are the shared machinery's
  * (Python/perf_file.c, Python/perf_trampoline.c); this backend only
- * produces bytes, and calls only the writer and the symbol names.
+ * produces bytes, and calls only the writer, the symbol names and the
+ * unwind table (Python/perf_unwind.c).
  *
  * The unwind table
  * ----------------
  * Every trampoline is a copy of the same template, and perf lays out each
  * generated ELF file the same way, so the unwind data is one constant blob,
- * built once.  perf's ELF writer (tools/perf/util/genelf.c) puts the .text
- * at an address that is a multiple of 16, the .eh_frame at the end of the
- * code rounded up to a multiple of 8, and the .eh_frame_hdr directly after
- * the .eh_frame (the record carries them in that order).  So the .eh_frame
- * starts round_up(code size, 8) bytes after the code's first byte, not
- * right after its last one: 4 bytes later for the 12-byte x86_64 template
- * with endbr64, the 20-byte aarch64 ones and the 36-byte riscv64 one.
- * Every pointer in the blob is relative to its own position
- * (pcrel/datarel), so only the code's size matters.  The FDE's rules
- * are exact at every instruction boundary of the template; they are derived
- * from its bytes, which are checked first: a template this file does not know
- * is refused rather than described wrongly.
+ * built once by Python/perf_unwind.c (which derives the rules from the
+ * template's bytes and refuses a template it does not know).  This file
+ * only says where the blob goes: perf's ELF writer (tools/perf/util/genelf.c)
+ * puts the .text at an address that is a multiple of 16, the .eh_frame at
+ * the end of the code rounded up to a multiple of 8, and the .eh_frame_hdr
+ * directly after the .eh_frame (the record carries them in that order).
+ * So the .eh_frame starts round_up(code size, 8) bytes after the code's
+ * first byte, not right after its last one: 4 bytes later for the 12-byte
+ * x86_64 template with endbr64, the 20-byte aarch64 ones and the 36-byte
+ * riscv64 one.
  *
  * Memory: perf inject maps each trampoline together with its unwind data
  * (code rounded up to 8 bytes, then mapped_size bytes), and a neighbour
@@ -52,11 +51,6 @@
  * terminator 4, header 20), plus the 16-byte slot record every trampoline
  * has; 112 (128 with PAC) on aarch64 and 144 on riscv64, whose templates
  * and FDEs are longer.  The unwind bytes themselves are only in the file.
- *
- * Per architecture, below: the ELF machine of the header, and how the
- * template's bytes become the CIE's constants and the FDE's rule changes
- * (x86_64 with or without endbr64; aarch64 with or without bti c and
- * paciasp/pacibsp ... autiasp/autibsp; riscv64).
  */
 
 #include "Python.h"
@@ -170,398 +164,6 @@ timestamp(void)
 }
 
 
-/* ---- DWARF bytes -------------------------------------------------------- */
-
-typedef struct {
-    unsigned char *p;
-    size_t n;
-    size_t cap;
-} bytes_writer;
-
-static void
-put_u8(bytes_writer *w, unsigned int v)
-{
-    if (w->n < w->cap) {
-        w->p[w->n] = (unsigned char)v;
-    }
-    w->n++;
-}
-
-static void
-put_u32(bytes_writer *w, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        put_u8(w, (v >> (8 * i)) & 0xff);
-    }
-}
-
-static void
-patch_u32(bytes_writer *w, size_t at, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        if (at + i < w->cap) {
-            w->p[at + i] = (unsigned char)((v >> (8 * i)) & 0xff);
-        }
-    }
-}
-
-/* Pad a CIE or FDE that started at `start` with DW_CFA_nop to pointer
-   alignment, then store its length (which excludes the length field). */
-static void
-close_entry(bytes_writer *w, size_t start)
-{
-    while ((w->n - start) % 8 != 0) {
-        put_u8(w, 0x00);          /* DW_CFA_nop */
-    }
-    patch_u32(w, start, (uint32_t)(w->n - start - 4));
-}
-
-#define DW_EH_PE_udata4 0x03
-#define DW_EH_PE_sdata4 0x0b
-#define DW_EH_PE_pcrel 0x10
-#define DW_EH_PE_datarel 0x30
-
-#define DW_CFA_advance_loc(delta) (0x40 | (delta))
-#define DW_CFA_offset(reg) (0x80 | (reg))
-#define DW_CFA_restore(reg) (0xc0 | (reg))
-#define DW_CFA_def_cfa 0x0c
-#define DW_CFA_def_cfa_register 0x0d
-#define DW_CFA_def_cfa_offset 0x0e
-#define DW_CFA_AARCH64_negate_ra_state 0x2d
-
-/* What the CIE and the FDE say about one template, per architecture:
-   the CIE's constants and initial rules, and the FDE's rule changes
-   (advance_loc included).  Each register save is at a multiple of 8
-   below the CFA, with a data alignment factor of -8 (sleb128 0x78). */
-typedef struct {
-    const char *augmentation;     /* "zR", or "zRB" (aarch64 PAC, key B) */
-    unsigned char code_align;
-    unsigned char ra_reg;
-    unsigned char cie[8];
-    size_t cie_size;
-    unsigned char fde[64];
-    size_t fde_size;
-} frame_rules;
-
-#define DATA_ALIGN_MINUS_8 0x78
-
-#if defined(__x86_64__)
-
-#define ELF_MACHINE 62                /* EM_X86_64 */
-#define DWARF_RSP 7
-#define DWARF_RBP 6
-#define DWARF_RA 16
-
-/* The x86_64 template, after an optional endbr64 (see asm_trampoline.S). */
-static const unsigned char endbr64[] = {0xf3, 0x0f, 0x1e, 0xfa};
-static const unsigned char template_body[] = {
-    0x55,                         /* push %rbp */
-    0x48, 0x89, 0xe5,             /* mov %rsp, %rbp */
-    0xff, 0xd1,                   /* call *%rcx */
-    0x5d,                         /* pop %rbp */
-    0xc3,                         /* ret */
-};
-
-/* The rules of the template's `size` bytes at `code`, or -1 when the
-   template is not the one described here. */
-static int
-template_rules(const unsigned char *code, size_t size, frame_rules *r)
-{
-    size_t e = 0;
-    if (size >= sizeof(endbr64)
-        && memcmp(code, endbr64, sizeof(endbr64)) == 0)
-    {
-        e = sizeof(endbr64);
-    }
-    if (size != e + sizeof(template_body)
-        || memcmp(code + e, template_body, sizeof(template_body)) != 0)
-    {
-        return -1;
-    }
-    static const unsigned char fde[] = {
-        /* after push %rbp: CFA = rsp + 16, rbp saved at CFA - 16 */
-        0 /* advance_loc, set below */,
-        DW_CFA_def_cfa_offset, 16,
-        DW_CFA_offset(DWARF_RBP), 2,
-        /* after mov %rsp, %rbp: CFA = rbp + 16, through the call */
-        DW_CFA_advance_loc(3),
-        DW_CFA_def_cfa_register, DWARF_RBP,
-        /* after call *%rcx (2) and pop %rbp (1): CFA = rsp + 8, rbp
-           restored */
-        DW_CFA_advance_loc(3),
-        DW_CFA_def_cfa, DWARF_RSP, 8,
-        DW_CFA_restore(DWARF_RBP),
-    };
-    /* CIE: CFA = rsp + 8, return address at CFA - 8. */
-    *r = (frame_rules){
-        .augmentation = "zR",
-        .code_align = 1,
-        .ra_reg = DWARF_RA,
-        .cie = {DW_CFA_def_cfa, DWARF_RSP, 8, DW_CFA_offset(DWARF_RA), 1},
-        .cie_size = 5,
-    };
-    memcpy(r->fde, fde, sizeof(fde));
-    r->fde[0] = DW_CFA_advance_loc(e + 1);
-    r->fde_size = sizeof(fde);
-    return 0;
-}
-
-#elif defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64)
-
-/* Templates of fixed-size instruction words: each word the template may
-   contain, with the rule changes that hold after it. */
-typedef struct {
-    uint32_t insn;
-    unsigned char ops[8];
-    unsigned char nops;
-} insn_rule;
-
-#if defined(__aarch64__)
-
-#define ELF_MACHINE 183               /* EM_AARCH64 */
-#define DWARF_X29 29
-#define DWARF_X30 30
-#define DWARF_SP 31
-
-static const insn_rule bti_c = {0xd503245f, {0}, 0};
-/* paciasp, pacibsp; autiasp, autibsp: the return address in x30 (and
-   then in the frame record) is signed between them. */
-static const insn_rule pac_sign[2] = {
-    {0xd503233f, {DW_CFA_AARCH64_negate_ra_state}, 1},
-    {0xd503237f, {DW_CFA_AARCH64_negate_ra_state}, 1},
-};
-static const insn_rule pac_auth[2] = {
-    {0xd50323bf, {DW_CFA_AARCH64_negate_ra_state}, 1},
-    {0xd50323ff, {DW_CFA_AARCH64_negate_ra_state}, 1},
-};
-static const insn_rule frame_body[] = {
-    /* stp x29, x30, [sp, #-16]!: CFA = sp + 16, x29 at CFA - 16, x30 at
-       CFA - 8 */
-    {0xa9bf7bfd, {DW_CFA_def_cfa_offset, 16, DW_CFA_offset(DWARF_X29), 2,
-                  DW_CFA_offset(DWARF_X30), 1}, 6},
-    /* mov x29, sp: CFA = x29 + 16, through the call */
-    {0x910003fd, {DW_CFA_def_cfa_register, DWARF_X29}, 2},
-    /* blr x3 */
-    {0xd63f0060, {0}, 0},
-    /* ldp x29, x30, [sp], #16: CFA = sp, both restored */
-    {0xa8c17bfd, {DW_CFA_def_cfa, DWARF_SP, 0, DW_CFA_restore(DWARF_X29),
-                  DW_CFA_restore(DWARF_X30)}, 5},
-};
-static const insn_rule frame_ret = {0xd65f03c0, {0}, 0};
-
-/* The words the template must be: [bti c] [pac*sp] body [aut*sp] ret,
-   the keys of the two PAC instructions the same.  Returns their count,
-   or 0 when the template does not start as any of them. */
-static size_t
-expected_words(const uint32_t *words, size_t n, const insn_rule **seq,
-               frame_rules *r)
-{
-    size_t k = 0, i = 0;
-    int key = -1;
-    if (i < n && words[i] == bti_c.insn) {
-        seq[k++] = &bti_c;
-        i++;
-    }
-    for (int j = 0; j < 2 && i < n; j++) {
-        if (words[i] == pac_sign[j].insn) {
-            key = j;
-            seq[k++] = &pac_sign[j];
-            i++;
-            break;
-        }
-    }
-    for (size_t j = 0; j < Py_ARRAY_LENGTH(frame_body); j++) {
-        seq[k++] = &frame_body[j];
-    }
-    if (key >= 0) {
-        seq[k++] = &pac_auth[key];
-    }
-    seq[k++] = &frame_ret;
-    /* CIE: CFA = sp, the return address in x30 (not signed). */
-    *r = (frame_rules){
-        .augmentation = key == 1 ? "zRB" : "zR",
-        .code_align = 4,
-        .ra_reg = DWARF_X30,
-        .cie = {DW_CFA_def_cfa, DWARF_SP, 0},
-        .cie_size = 3,
-    };
-    return k;
-}
-
-#else /* riscv64 */
-
-#define ELF_MACHINE 243               /* EM_RISCV */
-#define DWARF_RA 1
-#define DWARF_SP 2
-#define DWARF_S0 8
-
-static const insn_rule frame_words[] = {
-    /* addi sp, sp, -16: CFA = sp + 16 */
-    {0xff010113, {DW_CFA_def_cfa_offset, 16}, 2},
-    /* sd ra, 8(sp) */
-    {0x00113423, {DW_CFA_offset(DWARF_RA), 1}, 2},
-    /* sd s0, 0(sp) */
-    {0x00813023, {DW_CFA_offset(DWARF_S0), 2}, 2},
-    /* addi s0, sp, 16: CFA = s0, through the call */
-    {0x01010413, {DW_CFA_def_cfa, DWARF_S0, 0}, 3},
-    /* jalr a3: back to CFA = sp + 16 before s0 is reloaded */
-    {0x000680e7, {DW_CFA_def_cfa, DWARF_SP, 16}, 3},
-    /* ld ra, 8(sp) */
-    {0x00813083, {DW_CFA_restore(DWARF_RA)}, 1},
-    /* ld s0, 0(sp) */
-    {0x00013403, {DW_CFA_restore(DWARF_S0)}, 1},
-    /* addi sp, sp, 16: CFA = sp */
-    {0x01010113, {DW_CFA_def_cfa_offset, 0}, 2},
-    /* ret */
-    {0x00008067, {0}, 0},
-};
-
-static size_t
-expected_words(const uint32_t *Py_UNUSED(words), size_t Py_UNUSED(n),
-               const insn_rule **seq, frame_rules *r)
-{
-    size_t k = 0;
-    for (size_t j = 0; j < Py_ARRAY_LENGTH(frame_words); j++) {
-        seq[k++] = &frame_words[j];
-    }
-    /* CIE: CFA = sp, the return address in ra. */
-    *r = (frame_rules){
-        .augmentation = "zR",
-        .code_align = 4,
-        .ra_reg = DWARF_RA,
-        .cie = {DW_CFA_def_cfa, DWARF_SP, 0},
-        .cie_size = 3,
-    };
-    return k;
-}
-
-#endif
-
-#define TEMPLATE_MAX_WORDS 16
-
-/* The rules of the template's `size` bytes at `code`, word by word, or
-   -1 when the template is not exactly one that expected_words() knows. */
-static int
-template_rules(const unsigned char *code, size_t size, frame_rules *r)
-{
-    uint32_t words[TEMPLATE_MAX_WORDS];
-    const insn_rule *seq[TEMPLATE_MAX_WORDS];
-    size_t n = size / 4;
-    if (size % 4 != 0 || n > TEMPLATE_MAX_WORDS) {
-        return -1;
-    }
-    for (size_t i = 0; i < n; i++) {
-        /* Instructions are little-endian on both. */
-        words[i] = (uint32_t)code[4 * i] | (uint32_t)code[4 * i + 1] << 8
-                   | (uint32_t)code[4 * i + 2] << 16
-                   | (uint32_t)code[4 * i + 3] << 24;
-    }
-    if (expected_words(words, n, seq, r) != n) {
-        return -1;
-    }
-    size_t last = 0;              /* where the rules last changed */
-    r->fde_size = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (words[i] != seq[i]->insn) {
-            return -1;
-        }
-        if (seq[i]->nops == 0) {
-            continue;
-        }
-        size_t delta = (4 * (i + 1) - last) / r->code_align;
-        if (delta > 0x3f
-            || r->fde_size + 1 + seq[i]->nops > sizeof(r->fde))
-        {
-            return -1;
-        }
-        r->fde[r->fde_size++] = DW_CFA_advance_loc(delta);
-        memcpy(r->fde + r->fde_size, seq[i]->ops, seq[i]->nops);
-        r->fde_size += seq[i]->nops;
-        last = 4 * (i + 1);
-    }
-    return 0;
-}
-
-#else
-#  error "PY_HAVE_PERF_TRAMPOLINE is defined but this file has no unwind rules for this architecture's template"
-#endif
-
-/* Build the unwind blob for the template, or fail with errno = ENOEXEC
-   when the template is not the one this table describes. */
-static int
-build_unwind_info(void)
-{
-    const unsigned char *code =
-        (const unsigned char *)_Py_trampoline_func_start;
-    size_t size =
-        (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
-    frame_rules r;
-    if (template_rules(code, size, &r) < 0) {
-        errno = ENOEXEC;
-        return -1;
-    }
-
-    /* Where perf's ELF file has the .eh_frame, from the code's start. */
-    size_t eh_frame_at = (size + 7) & ~(size_t)7;
-    bytes_writer w = {jit.unwind, 0, sizeof(jit.unwind)};
-
-    /* CIE */
-    size_t cie = w.n;
-    put_u32(&w, 0);               /* length, patched */
-    put_u32(&w, 0);               /* CIE id */
-    put_u8(&w, 1);                /* version */
-    for (const char *a = r.augmentation; *a; a++) {
-        put_u8(&w, (unsigned char)*a);
-    }
-    put_u8(&w, 0);
-    put_u8(&w, r.code_align);     /* code alignment factor */
-    put_u8(&w, DATA_ALIGN_MINUS_8);   /* data alignment factor: -8 */
-    put_u8(&w, r.ra_reg);         /* return address register */
-    put_u8(&w, 1);                /* augmentation data length */
-    put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
-    for (size_t i = 0; i < r.cie_size; i++) {
-        put_u8(&w, r.cie[i]);
-    }
-    close_entry(&w, cie);
-
-    /* FDE: one rule change per instruction that changes the frame. */
-    size_t fde = w.n;
-    put_u32(&w, 0);               /* length, patched */
-    put_u32(&w, (uint32_t)(fde + 4 - cie));         /* CIE pointer */
-    /* pc_begin, pcrel: the code starts eh_frame_at bytes before this
-       .eh_frame */
-    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_at + w.n)));
-    put_u32(&w, (uint32_t)size);  /* pc_range */
-    put_u8(&w, 0);                /* augmentation data length */
-    for (size_t i = 0; i < r.fde_size; i++) {
-        put_u8(&w, r.fde[i]);
-    }
-    close_entry(&w, fde);
-    put_u32(&w, 0);               /* terminator */
-    size_t eh_frame_size = w.n;
-
-    /* .eh_frame_hdr, right after the .eh_frame */
-    size_t hdr = w.n;
-    put_u8(&w, 1);                /* version */
-    put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
-    put_u8(&w, DW_EH_PE_udata4);                    /* fde_count */
-    put_u8(&w, DW_EH_PE_datarel | DW_EH_PE_sdata4); /* table */
-    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
-    put_u32(&w, 1);
-    /* table entries are relative to the start of .eh_frame_hdr */
-    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_at + eh_frame_size)));
-    put_u32(&w, (uint32_t)((int32_t)fde - (int32_t)eh_frame_size));
-
-    if (w.n > w.cap) {
-        errno = ENOBUFS;
-        return -1;
-    }
-    jit.unwind_size = w.n;
-    jit.eh_frame_hdr_size = w.n - hdr;
-    return 0;
-}
-
-
 /* ---- The backend -------------------------------------------------------- */
 
 /* perf inject --jit finds the dump through the mmap event of this mapping
@@ -618,6 +220,25 @@ drop_close_record(int fd)
     return 0;
 }
 
+/* The template's .eh_frame and .eh_frame_hdr where perf's ELF file puts
+   them: round_up(code size, 8) bytes after the code's first byte. */
+static int
+build_unwind_info(void)
+{
+    size_t size =
+        (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    size_t eh_frame_size, hdr_size;
+    if (_PyPerfUnwind_Table((size + 7) & ~(size_t)7, jit.unwind,
+                            sizeof(jit.unwind), &eh_frame_size,
+                            &hdr_size) < 0)
+    {
+        return -1;
+    }
+    jit.unwind_size = eh_frame_size + hdr_size;
+    jit.eh_frame_hdr_size = hdr_size;
+    return 0;
+}
+
 static int
 jit_init(_PyPerfFile *file)
 {
@@ -638,7 +259,7 @@ jit_init(_PyPerfFile *file)
         .magic = JITDUMP_MAGIC,
         .version = JITDUMP_VERSION,
         .total_size = sizeof(jit_header),
-        .elf_mach = ELF_MACHINE,
+        .elf_mach = _PyPerf_elf_machine,
         .pid = jit.pid,
         .timestamp = timestamp(),
         .flags = 0,

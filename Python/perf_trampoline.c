@@ -83,13 +83,15 @@
  *                          trampolines to a backend
  *     perf_map.c           the backends: records of the perf map and
  *     perf_jit_trampoline.c  of the jitdump
+ *     perf_unwind.c        the template's unwind table (.eh_frame), for
+ *                          the jitdump
  *     perf_arena.c         executable memory, slots
  *     perf_file.c          the writer
  *     perf_names.c         the symbol names and hex of the records
  *     perf_stack.c         the native stack budget (for ceval.c)
  *
  * (The core calls the backends only through their interface, and the
- * backends call only the writer and the symbol names.)
+ * backends call only the writer, the symbol names and the unwind table.)
  */
 
 #include "Python.h"

@@ -158,24 +158,7 @@ else:
 EOF
 
 echo "+ perf record -g of examples/demo.py under -X perf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-example=$here/examples/demo.py
-# The interpreter writes its pid first, so that its map can be removed.
-status=0
-perf record -q -F 999 -g -o "$tmp/perf.data" -- sh -c \
-    'echo $$ > "$1"; shift; exec env PYTHONHASHSEED=0 "$@"' sh "$tmp/pid" \
-    "$py" -X perf "$example" > "$tmp/out" 2> "$tmp/err" || status=$?
-# (perf script reads the map)
-[ $status -ne 0 ] ||
-    perf script -i "$tmp/perf.data" > "$tmp/script" 2>/dev/null ||
-    status=$?
-[ -s "$tmp/pid" ] && rm -f "/tmp/perf-$(cat "$tmp/pid").map"
-if [ $status -ne 0 ]; then
-    cat "$tmp/err" >&2
-    exit 1
-fi
-"$py" -I "$here/tools/perf-chain.py" "$tmp/script" "$example"
+"$py" -I "$here/tools/perf-chain.py" --record "$py" "$here/examples/demo.py"
 
 echo "+ the perf tests"
 env -u PYTHONPERFSUPPORT -u PYTHON_PERF_JIT_SUPPORT "$py" -m test \

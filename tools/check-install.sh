@@ -99,26 +99,12 @@ check_sysconfig() {
 # py::baz <- py::bar <- py::foo in at least 90% of the samples in foo.
 check_perf() {
     label=$1 py=$2
-    data=$work/perf-$label.data
-    if ! perf --buildid-dir "$work/buildid" record -q -F 999 -g -o "$data" -- \
-            sh -c 'echo $$ > "$1"; exec "$2" -X perf "$3"' sh \
-            "$work/pid-$label" "$py" "$example" \
-            > "$work/perf-$label.log" 2>&1; then
-        cat "$work/perf-$label.log" >&2
-        fail "perf record -g of $py -X perf $example"
-        return 0
-    fi
-    perf --buildid-dir "$work/buildid" script -i "$data" \
-        > "$work/perf-$label.txt" 2>/dev/null || true
-    # the map of our process, which has exited
-    if [ -s "$work/pid-$label" ]; then
-        rm -f "/tmp/perf-$(cat "$work/pid-$label").map"
-    fi
-    if verdict=$("$build/python" -I "$tools/perf-chain.py" \
-            "$work/perf-$label.txt" "$example"); then
+    if verdict=$("$build/python" -I "$tools/perf-chain.py" --record \
+            --buildid-dir "$work/buildid" --keep "$work/perf-$label" \
+            "$py" "$example"); then
         pass "$label: perf record -g, -X perf: $verdict"
     else
-        fail "$label: perf record -g, -X perf: $verdict ($work/perf-$label.txt)"
+        fail "$label: perf record -g, -X perf: $verdict ($work/perf-$label/)"
     fi
 }
 

@@ -13,8 +13,9 @@
 #     what -X perf adds to each: profile feedback that never saw -X perf
 #     must not make the trampolined call path cost more than on the -O3
 #     build (patch 0002 says how the path is kept hot);
-#   - checks that `perf record -g` of examples/demo.py under -X perf has a
-#     sample whose chain reads py::foo, py::bar, py::baz, callee first;
+#   - `perf record -g` of examples/demo.py under -X perf names py::baz <-
+#     py::bar <- py::foo in at least 90% of the samples in foo
+#     (tools/perf-chain.py --record);
 #   - runs the perf tests with the PGO interpreter.
 set -eu
 src=$1 obj=$2 jobs=$3
@@ -67,33 +68,7 @@ print(f"off: {off:.2f} per call; -X perf: +{perf - off:.2f} per call "
 EOF
 
 echo "+ perf record -g of examples/demo.py under -X perf"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-# The interpreter writes its pid first, so that its map can be removed.
-status=0
-perf record -F 999 -g -o "$tmp/perf.data" -- sh -c \
-    'echo $$ > "$1"; shift; exec env PYTHONHASHSEED=0 "$@"' sh "$tmp/pid" \
-    "$py" -X perf "$here/examples/demo.py" > "$tmp/out" 2> "$tmp/err" ||
-    status=$?
-# (perf script reads the map)
-[ $status -ne 0 ] ||
-    perf script -i "$tmp/perf.data" -F ip,sym > "$tmp/script" 2>/dev/null ||
-    status=$?
-[ -s "$tmp/pid" ] && rm -f "/tmp/perf-$(cat "$tmp/pid").map"
-if [ $status -ne 0 ]; then
-    cat "$tmp/err" >&2
-    exit 1
-fi
-awk '
-    /^$/ { if (chain ~ /py::foo:.* py::bar:.* py::baz:/) ok = 1
-           chain = ""; next }
-    { chain = chain " " $2 }
-    END { if (chain ~ /py::foo:.* py::bar:.* py::baz:/) ok = 1
-          exit !ok }' "$tmp/script" || {
-    echo "error: no sample has py::foo, py::bar, py::baz in its chain" >&2
-    exit 1
-}
-echo "a sample's chain reads py::foo, py::bar, py::baz"
+"$py" -I "$here/tools/perf-chain.py" --record "$py" "$here/examples/demo.py"
 
 echo "+ the perf tests"
 env -u PYTHONPERFSUPPORT -u PYTHON_PERF_JIT_SUPPORT "$py" -m test \

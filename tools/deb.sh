@@ -210,24 +210,11 @@ if bad:
 print("PY_HAVE_PERF_TRAMPOLINE=1, frame pointers and hardening flags: yes")
 EOF
 
+    echo "+ perf record -g of examples/demo.py under -X perf"
+    run -I "$here/tools/perf-chain.py" --record "$py" "$here/examples/demo.py"
+
     tmp=$(mktemp -d)
     trap 'rm -rf "$tmp"' EXIT
-    example=$here/examples/demo.py
-    echo "+ perf record -g of examples/demo.py under -X perf"
-    status=0
-    perf record -q -F 999 -g -o "$tmp/perf.data" -- sh -c \
-        'echo $$ > "$1"; shift; exec "$@"' sh "$tmp/pid" \
-        env -u PYTHONPERFSUPPORT "$py" -X perf "$example" \
-        > "$tmp/out" 2> "$tmp/err" || status=$?
-    [ $status -ne 0 ] ||
-        perf script -i "$tmp/perf.data" > "$tmp/script" 2>/dev/null ||
-        status=$?
-    [ -s "$tmp/pid" ] && rm -f "/tmp/perf-$(cat "$tmp/pid").map"
-    if [ $status -ne 0 ]; then
-        cat "$tmp/err" >&2
-        exit 1
-    fi
-    run -I "$here/tools/perf-chain.py" "$tmp/script" "$example"
 
     echo "+ Debian's numpy and django under -X perf and -X perf_jit"
     cat > "$tmp/work.py" <<'EOF'

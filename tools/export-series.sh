@@ -46,14 +46,15 @@ new_files_of() {
     case $1 in
         0001-build-*)
             echo Python/perf_trampoline.c Python/perf_codes.c \
-                 Python/perf_jit_trampoline.c Python/perf_map.c \
-                 Python/perf_arena.c Python/perf_file.c Python/perf_names.c \
-                 Python/perf_stack.c Python/perf_api.c Python/perf_live.c \
+                 Python/perf_jit_trampoline.c Python/perf_unwind.c \
+                 Python/perf_map.c Python/perf_arena.c Python/perf_file.c \
+                 Python/perf_names.c Python/perf_stack.c Python/perf_api.c \
+                 Python/perf_live.c \
                  Python/perf_internal.h \
                  Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h \
                  Lib/test/perf_pgo_task.py ;;
         0011-live-activation-*)
-            echo Lib/perf_trampoline.py ;;
+            echo Lib/perf_trampoline.py Lib/_perf_remote.py ;;
         tests) echo 'Lib/test/*' ;;
         docs)  echo 'Doc/*' 'Misc/*' ;;
     esac

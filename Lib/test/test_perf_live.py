@@ -21,6 +21,7 @@ import threading
 import time
 import unittest
 
+from test.support import import_helper
 from test.support import perf_helper as ph
 
 if not sys.platform.startswith("linux"):
@@ -545,10 +546,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.finish(proc)
 
     def test_refused_under_pep523_evaluator(self):
-        try:
-            import _testinternalcapi
-        except ImportError:
-            self.skipTest("no _testinternalcapi to install an evaluator")
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
         if not hasattr(_testinternalcapi, "set_eval_frame_record"):
             self.skipTest("_testinternalcapi has no set_eval_frame_record")
         code = BUSY.replace("def main():", textwrap.dedent("""\

@@ -12,6 +12,7 @@ import tempfile
 import textwrap
 import unittest
 
+from test.support import import_helper
 from test.support import os_helper
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, JIT_CODE_LOAD, MAP_LINE, NO_TRAMPOLINE, env_with,
@@ -299,10 +300,7 @@ class TestHostileInput(HostileInputCase):
         """
 
     def test_executable_memory_refused(self):
-        try:
-            import ctypes
-        except ImportError:
-            self.skipTest("needs ctypes")
+        import_helper.import_module("ctypes")
         if os.uname().machine != "x86_64":
             self.skipTest("the filter is written for x86_64")
         for option in ("perf", "perf_jit"):

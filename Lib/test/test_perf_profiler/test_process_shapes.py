@@ -9,6 +9,7 @@ import sys
 import textwrap
 import unittest
 
+from test.support import import_helper
 from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
@@ -193,10 +194,7 @@ class TestProcessShapes(PerfTestCase):
         # (PyUnstable_PerfTrampoline_CompileCode, with persist-after-fork
         # on, through _testinternalcapi's hooks), then never calls it;
         # its workers do, and perf names the handler in each of them.
-        try:
-            import _testinternalcapi
-        except ImportError:
-            self.skipTest("needs _testinternalcapi")
+        import_helper.import_module("_testinternalcapi")
         script = make_script(self.tmp, "prefork", textwrap.dedent("""\
             import os, _testinternalcapi as t
             print("PID", os.getpid(), flush=True)
@@ -360,10 +358,7 @@ class TestProcessShapes(PerfTestCase):
         self.assertIn("py::g:<string>", names)
 
     def test_activate_after_another_evaluator_came_and_went(self):
-        try:
-            import _testinternalcapi
-        except ImportError:
-            self.skipTest("needs _testinternalcapi")
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
         code = """
             import os, sys, _testinternalcapi
             print("PID", os.getpid())
@@ -429,10 +424,7 @@ class TestProcessShapes(PerfTestCase):
         # Trampolines are the main interpreter's: a sub-interpreter is
         # told it has none, cannot activate them, and its deactivate does
         # nothing.
-        try:
-            import _xxsubinterpreters
-        except ImportError:
-            self.skipTest("needs _xxsubinterpreters")
+        import_helper.import_module("_xxsubinterpreters")
         code = '''
             import os, sys, _xxsubinterpreters as interpreters
             print("PID", os.getpid())

@@ -7,6 +7,7 @@ import textwrap
 import time
 import unittest
 
+from test.support import import_helper
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, NO_TRAMPOLINE, env_with, run_and_forget, run_python)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
@@ -128,10 +129,7 @@ class TestSysApi(unittest.TestCase):
 
     @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
     def test_other_eval_frame_hook_refused(self):
-        try:
-            import _testinternalcapi
-        except ImportError:
-            self.skipTest("needs _testinternalcapi")
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
         self.check("""
             import sys, _testinternalcapi
             _testinternalcapi.set_eval_frame_record([])
@@ -153,10 +151,7 @@ class TestSysApi(unittest.TestCase):
         # must still run for its own values only, never for the empty
         # slots that our values bring along (a Python free function called
         # so at exit crashed test_code under PYTHONPERFSUPPORT=1).
-        try:
-            import ctypes
-        except ImportError:
-            self.skipTest("needs ctypes")
+        ctypes = import_helper.import_module("ctypes")
         code = """
             import ctypes, gc, sys
             freefunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
