@@ -2,9 +2,10 @@
  * cpython-perf: executable memory for perf trampolines.
  *
  * Copies of the trampoline template (Python/asm_trampoline.S) live in
- * arenas of executable memory.  An arena is mapped writable, filled with
- * as many copies of the template as fit, then made read+execute; it is
- * never writable and executable at once, and handing out a trampoline is
+ * arenas of executable memory.  An anonymous arena is mapped writable,
+ * filled with as many copies of the template as fit, then made
+ * read+execute; it is never writable and executable at once (a file arena
+ * is never writable in memory at all), and handing out a trampoline is
  * just taking the next slot.  Slots are 16 bytes apart, or more when the
  * active backend needs room after each trampoline (the jitdump's: 96, see
  * Python/perf_jit_trampoline.c): the caller says how far apart.
@@ -20,8 +21,17 @@
  * of fork() puts new trampolines in arenas of its own (perf names an
  * inherited mapping after the parent).
  *
- * Nothing here knows about files.  This file calls nothing else of the
- * subsystem.
+ * An arena is an ELF file of its own when it can be (Python/perf_elf.c:
+ * perf then names and unwinds its trampolines from the file, with no
+ * inject), and anonymous memory otherwise: when the file cannot be made
+ * or mapped executable (/tmp mounted noexec, a security policy, a full
+ * disk), every later arena of the process is anonymous, and the failure
+ * waits in _PyPerfArena_TakeFileFailure() for the core to warn about once.
+ * File arenas double up to 256 KiB of code, so that one file serves
+ * thousands of functions.  Handing out a slot of a file arena writes its
+ * symbol.
+ *
+ * This file calls only the arena files (Python/perf_elf.c).
  */
 
 #include "Python.h"
@@ -35,8 +45,56 @@
 #include <unistd.h>               // sysconf()
 
 #define ARENA_MAX_SIZE (64 * 1024)
+#define FILE_ARENA_MAX_SIZE (256 * 1024)
 
 _PyPerfArena *_PyPerf_arenas;
+
+/* Arena files: 1 while they work, 0 after the first failure. */
+static int use_files = 1;
+/* The failure that turned them off, until the core takes it. */
+static struct {
+    int pending;
+    int err;
+    const char *what;
+} file_failure;
+
+int
+_PyPerfArena_TakeFileFailure(const char **what)
+{
+    if (!file_failure.pending) {
+        return 0;
+    }
+    file_failure.pending = 0;
+    *what = file_failure.what;
+    return file_failure.err;
+}
+
+/* Anonymous memory for `size` bytes of trampolines `slot_size` apart:
+   filled while writable, then read+execute. */
+static char *
+anonymous_code(size_t size, size_t slot_size, size_t nslots)
+{
+    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        return NULL;
+    }
+    /* One copy of the template, then doubling copies of the filled part;
+       fresh anonymous pages are zeroed, and so are the gaps. */
+    memcpy(mem, _Py_trampoline_func_start, _PyPerf_CodeSize());
+    for (size_t done = 1; done < nslots; done *= 2) {
+        size_t n = done < nslots - done ? done : nslots - done;
+        memcpy(mem + done * slot_size, mem, n * slot_size);
+    }
+    if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        int saved = errno;
+        munmap(mem, size);
+        errno = saved;
+        return NULL;
+    }
+    __builtin___clear_cache(mem, mem + size);
+    return mem;
+}
 
 /* A new arena of trampolines `slot_size` bytes apart. */
 static _PyPerfArena *
@@ -47,7 +105,8 @@ arena_new(size_t slot_size)
         long n = sysconf(_SC_PAGESIZE);
         page = n > 0 ? (size_t)n : 4096;
     }
-    size_t max = page > ARENA_MAX_SIZE ? page : ARENA_MAX_SIZE;
+    size_t max = use_files ? FILE_ARENA_MAX_SIZE : ARENA_MAX_SIZE;
+    max = page > max ? page : max;
     size_t size = _PyPerf_arenas == NULL ? page : _PyPerf_arenas->size * 2;
     size = size < max ? size : max;
     while (size < slot_size) {
@@ -60,35 +119,33 @@ arena_new(size_t slot_size)
         errno = ENOMEM;
         return NULL;
     }
-    /* Fresh anonymous pages are zeroed: the slot records need no memset,
-       and the gaps between trampolines are zeros. */
+    /* Fresh anonymous pages are zeroed: the slot records need no
+       memset. */
     _PyPerfSlot *info = mmap(NULL, info_size, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (info == MAP_FAILED) {
         goto fail;
     }
-    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-        int saved = errno;
-        munmap(info, info_size);
-        errno = saved;
-        goto fail;
+    char *mem = NULL;
+    if (use_files) {
+        const char *what;
+        a->elf = _PyPerfElf_New(nslots, slot_size, &mem, &what);
+        if (a->elf == NULL) {
+            use_files = 0;
+            file_failure.pending = 1;
+            file_failure.err = errno;
+            file_failure.what = what;
+        }
     }
-    /* One copy of the template, then doubling copies of the filled part. */
-    memcpy(mem, _Py_trampoline_func_start, _PyPerf_CodeSize());
-    for (size_t done = 1; done < nslots; done *= 2) {
-        size_t n = done < nslots - done ? done : nslots - done;
-        memcpy(mem + done * slot_size, mem, n * slot_size);
+    if (a->elf == NULL) {
+        mem = anonymous_code(size, slot_size, nslots);
+        if (mem == NULL) {
+            int saved = errno;
+            munmap(info, info_size);
+            errno = saved;
+            goto fail;
+        }
     }
-    if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
-        int saved = errno;
-        munmap(mem, size);
-        munmap(info, info_size);
-        errno = saved;
-        goto fail;
-    }
-    __builtin___clear_cache(mem, mem + size);
     a->start = mem;
     a->size = size;
     a->slot_size = slot_size;
@@ -168,6 +225,11 @@ _PyPerfSlot *
 _PyPerfSlot_Take(PyCodeObject *code)
 {
     _PyPerfArena *a = _PyPerf_arenas;
+    if (a->elf != NULL) {
+        /* A failure leaves the slot without a name in the file; the
+           backends' own files, on the same /tmp, will say why. */
+        (void)_PyPerfElf_Name(a->elf, a->nused, code);
+    }
     _PyPerfSlot *info = &a->info[a->nused++];
     info->code = code;
     return info;

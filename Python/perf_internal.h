@@ -80,14 +80,34 @@ extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 /* The ELF machine (e_machine) of the template's architecture. */
 extern const uint16_t _PyPerf_elf_machine;
 
-/* Write the template's .eh_frame (CIE, FDE, terminator) and, right after
-   it, its .eh_frame_hdr into buf[0:cap), for code whose first byte is
-   `eh_frame_at` bytes before the .eh_frame.  Stores the two sizes.
-   Returns 0, or -1 with errno ENOEXEC (a template whose rules this build
-   does not know) or ENOBUFS (cap too small). */
-extern int _PyPerfUnwind_Table(size_t eh_frame_at, unsigned char *buf,
+/* Write the .eh_frame (a CIE, one FDE per copy, the terminator) and,
+   right after it, the .eh_frame_hdr of `count` copies of the template,
+   `stride` bytes apart, the first starting `code_before` bytes before the
+   .eh_frame, into buf[0:cap).  Stores the two sizes; with `buf` NULL, only
+   computes them.  Returns 0, or -1 with errno ENOEXEC (a template whose
+   rules this build does not know), ENOBUFS (cap too small) or EOVERFLOW
+   (distances beyond 32 bits). */
+extern int _PyPerfUnwind_Table(size_t count, size_t stride,
+                               size_t code_before, unsigned char *buf,
                                size_t cap, size_t *eh_frame_size,
                                size_t *hdr_size);
+
+/* ---- Arena files (Python/perf_elf.c) ---------------------------------
+
+   An arena as an ELF file, /tmp/py-perf-PID-N.so, that perf reads by
+   itself: the slots' code mapped read+execute from the file, one FDE per
+   slot, a symbol per slot handed out. */
+typedef struct _PyPerfElf _PyPerfElf;
+
+/* Make the file of `nslots` copies of the template `slot_size` bytes apart
+   and map it; *code is the first slot.  NULL and errno, with *what the
+   step that failed ("map executable", ...: for a warning). */
+extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
+                                  char **code, const char **what);
+/* Give slot `i` the symbol of `code`.  0, or -1 and errno (the slot stays
+   without a name). */
+extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code);
+extern const char *_PyPerfElf_Path(const _PyPerfElf *elf);
 
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 
@@ -114,6 +134,7 @@ typedef struct _PyPerfArena {
     size_t nused;                 /* slots handed out */
     int inherited;                /* made by the parent of a fork() */
     _PyPerfSlot *info;            /* one per slot */
+    _PyPerfElf *elf;              /* its file, or NULL: anonymous memory */
 } _PyPerfArena;
 
 /* Every arena, newest first. */
@@ -138,6 +159,9 @@ extern void _PyPerfArena_ForgetCode(void *tramp);
 extern void _PyPerfArena_MarkInherited(void);
 /* Finalization: the code objects die; the slots stay used. */
 extern void _PyPerfArena_ForgetCodes(void);
+/* Once, after arena files stopped working (later arenas are anonymous):
+   the errno, with *what the step that failed; 0 otherwise. */
+extern int _PyPerfArena_TakeFileFailure(const char **what);
 
 /* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
 

@@ -228,7 +228,7 @@ build_unwind_info(void)
     size_t size =
         (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
     size_t eh_frame_size, hdr_size;
-    if (_PyPerfUnwind_Table((size + 7) & ~(size_t)7, jit.unwind,
+    if (_PyPerfUnwind_Table(1, 0, (size + 7) & ~(size_t)7, jit.unwind,
                             sizeof(jit.unwind), &eh_frame_size,
                             &hdr_size) < 0)
     {

@@ -83,9 +83,10 @@
  *                          trampolines to a backend
  *     perf_map.c           the backends: records of the perf map and
  *     perf_jit_trampoline.c  of the jitdump
- *     perf_unwind.c        the template's unwind table (.eh_frame), for
- *                          the jitdump
  *     perf_arena.c         executable memory, slots
+ *     perf_elf.c           arenas as ELF files that perf reads by itself
+ *     perf_unwind.c        the template's unwind table (.eh_frame), for
+ *                          the jitdump and the arena files
  *     perf_file.c          the writer
  *     perf_names.c         the symbol names and hex of the records
  *     perf_stack.c         the native stack budget (for ceval.c)
@@ -467,6 +468,26 @@ _PyPerfTrampoline_Fini(void)
 
 /* ---- The call path ------------------------------------------------------ */
 
+/* Arena files stopped working (Python/perf_arena.c): said once, as a
+   RuntimeWarning; the backend stays on, its trampolines now anonymous. */
+static void
+warn_arena_files(int err, const char *what)
+{
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
+                         "perf trampoline: cannot %s an ELF file of "
+                         "trampolines in /tmp: %s; new trampolines are in "
+                         "anonymous memory, where perf record "
+                         "--call-graph dwarf stops unwinding (frame "
+                         "pointers and -g are not affected; -X perf_jit "
+                         "with perf inject --jit unwinds them)",
+                         what, strerror(err)) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
 py_trampoline
 _PyPerf_NewTrampoline(PyCodeObject *code)
 {
@@ -490,6 +511,9 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
         /* Once: calls of new code objects would all try again. */
         int saved = errno;
         _PyPerf_Deactivate();
+        /* An arena file that failed first is part of the same story. */
+        const char *what;
+        (void)_PyPerfArena_TakeFileFailure(&what);
         /* errno says why: an address space limit, a policy that forbids
            executable mappings. */
         errno = saved;
@@ -508,6 +532,11 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
         _PyPerf_Deactivate();
         errno = saved;
         _PyPerfFile_Warn(st->file, "write", st->backend->name);
+    }
+    const char *what;
+    int err = _PyPerfArena_TakeFileFailure(&what);
+    if (err != 0) {
+        warn_arena_files(err, what);
     }
     return (py_trampoline)tramp;
 }

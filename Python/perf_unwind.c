@@ -32,9 +32,13 @@
  *                    template, a 4-byte terminator
  *     .eh_frame_hdr  version 1, eh_frame_ptr pcrel sdata4, fde_count udata4,
  *                    a one-entry table datarel sdata4
- * Every pointer in them is relative to its own position (pcrel, or
- * datarel from the .eh_frame_hdr), so only the distance from the code's
- * first byte to the .eh_frame matters: the caller says where it puts it.
+ * For several copies of the template, `stride` bytes apart (an arena's
+ * slots), there is one FDE per copy and one table entry per copy, in
+ * address order.  Every pointer in them is relative to its own position
+ * (pcrel, or datarel from the .eh_frame_hdr), so only the distance from
+ * the first copy's first byte to the .eh_frame matters: the caller says
+ * where it puts the tables (the jitdump: after a single copy; an arena
+ * file: after all its slots).
  */
 
 #include "Python.h"
@@ -364,7 +368,8 @@ template_rules(const unsigned char *code, size_t size, frame_rules *r)
 const uint16_t _PyPerf_elf_machine = ELF_MACHINE;
 
 int
-_PyPerfUnwind_Table(size_t eh_frame_at, unsigned char *buf, size_t cap,
+_PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
+                    unsigned char *buf, size_t cap,
                     size_t *eh_frame_size_out, size_t *hdr_size_out)
 {
     const unsigned char *code =
@@ -376,8 +381,18 @@ _PyPerfUnwind_Table(size_t eh_frame_at, unsigned char *buf, size_t cap,
         errno = ENOEXEC;
         return -1;
     }
-
-    bytes_writer w = {buf, 0, cap};
+    /* Every displacement below is a signed 32-bit one. */
+    if (count == 0 || code_before > INT32_MAX
+        || (count - 1) > (INT32_MAX - code_before) / (stride ? stride : 1)
+        || count > (INT32_MAX / 64))
+    {
+        errno = EOVERFLOW;
+        return -1;
+    }
+    /* Offsets from the .eh_frame's first byte; copy k starts at
+       code_at(k), before the table or inside the range after it. */
+#define code_at(k) ((int64_t)(k) * (int64_t)stride - (int64_t)code_before)
+    bytes_writer w = {buf, 0, buf != NULL ? cap : 0};
 
     /* CIE */
     size_t cie = w.n;
@@ -398,35 +413,44 @@ _PyPerfUnwind_Table(size_t eh_frame_at, unsigned char *buf, size_t cap,
     }
     close_entry(&w, cie);
 
-    /* FDE: one rule change per instruction that changes the frame. */
-    size_t fde = w.n;
-    put_u32(&w, 0);               /* length, patched */
-    put_u32(&w, (uint32_t)(fde + 4 - cie));         /* CIE pointer */
-    /* pc_begin, pcrel: the code starts eh_frame_at bytes before this
-       .eh_frame */
-    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_at + w.n)));
-    put_u32(&w, (uint32_t)size);  /* pc_range */
-    put_u8(&w, 0);                /* augmentation data length */
-    for (size_t i = 0; i < r.fde_size; i++) {
-        put_u8(&w, r.fde[i]);
+    /* One FDE per copy: one rule change per instruction that changes the
+       frame.  All FDEs have the same size. */
+    size_t first_fde = w.n, fde_size = 0;
+    for (size_t k = 0; k < count; k++) {
+        size_t fde = w.n;
+        put_u32(&w, 0);           /* length, patched */
+        put_u32(&w, (uint32_t)(fde + 4 - cie));     /* CIE pointer */
+        /* pc_begin, pcrel: from this field to the copy's first byte */
+        put_u32(&w, (uint32_t)(int32_t)(code_at(k) - (int64_t)w.n));
+        put_u32(&w, (uint32_t)size);                /* pc_range */
+        put_u8(&w, 0);            /* augmentation data length */
+        for (size_t i = 0; i < r.fde_size; i++) {
+            put_u8(&w, r.fde[i]);
+        }
+        close_entry(&w, fde);
+        fde_size = w.n - fde;
     }
-    close_entry(&w, fde);
     put_u32(&w, 0);               /* terminator */
     size_t eh_frame_size = w.n;
 
-    /* .eh_frame_hdr, right after the .eh_frame */
+    /* .eh_frame_hdr, right after the .eh_frame: a table sorted by
+       address, whose entries are relative to the header's first byte. */
     size_t hdr = w.n;
     put_u8(&w, 1);                /* version */
     put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
     put_u8(&w, DW_EH_PE_udata4);                    /* fde_count */
     put_u8(&w, DW_EH_PE_datarel | DW_EH_PE_sdata4); /* table */
     put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
-    put_u32(&w, 1);
-    /* table entries are relative to the start of .eh_frame_hdr */
-    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_at + eh_frame_size)));
-    put_u32(&w, (uint32_t)((int32_t)fde - (int32_t)eh_frame_size));
+    put_u32(&w, (uint32_t)count);
+    for (size_t k = 0; k < count; k++) {
+        put_u32(&w, (uint32_t)(int32_t)(code_at(k)
+                                        - (int64_t)eh_frame_size));
+        put_u32(&w, (uint32_t)((int32_t)(first_fde + k * fde_size)
+                               - (int32_t)eh_frame_size));
+    }
+#undef code_at
 
-    if (w.n > w.cap) {
+    if (buf != NULL && w.n > w.cap) {
         errno = ENOBUFS;
         return -1;
     }

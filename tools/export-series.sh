@@ -47,7 +47,8 @@ new_files_of() {
         0001-build-*)
             echo Python/perf_trampoline.c Python/perf_codes.c \
                  Python/perf_jit_trampoline.c Python/perf_unwind.c \
-                 Python/perf_map.c Python/perf_arena.c Python/perf_file.c \
+                 Python/perf_map.c Python/perf_arena.c Python/perf_elf.c \
+                 Python/perf_file.c \
                  Python/perf_names.c Python/perf_stack.c Python/perf_api.c \
                  Python/perf_live.c \
                  Python/perf_internal.h \

@@ -18,10 +18,11 @@ that did not show up are reported too (only for modules that ran).
 
 Each run gets a /tmp of its own (a mount namespace, when we may make one),
 removed afterwards with the perf map and jitdump files the run made.  Where
-no mount namespace can be made, the /tmp/perf-*.map, /tmp/jit-*.dump and
-/tmp/jitted-*.so files that appeared during the run are removed, unless
-their process is still alive (it is not ours then).  A run with the feature
-on must have written files of its backend from at least two processes
+no mount namespace can be made, the /tmp/perf-*.map, /tmp/jit-*.dump,
+/tmp/jitted-*.so and /tmp/py-perf-*.so files that appeared during the run
+are removed, unless their process is still alive (it is not ours then).  A
+run with the feature on must have written files of its backend from at
+least two processes
 (regrtest's workers are child processes): otherwise the variable did not
 reach them, and that is a failure.
 
@@ -50,6 +51,7 @@ PERF_FILES = {
     "perf": "perf-*.map",
     "perf_jit": "jit-*.dump",
     "inject": "jitted-*.so",
+    "arenas": "py-perf-*.so",
 }
 
 # regrtest's progress line: "0:01:02 load avg: 1.00 [ 3/30/1] test_x passed"
@@ -294,7 +296,8 @@ def main():
               f" {int(run['time'] // 60)}:{int(run['time'] % 60):02d};"
               f" files made: "
               f"{files['perf']} maps, {files['perf_jit']} dumps,"
-              f" {files['inject']} jitted .so (removed)", flush=True)
+              f" {files['inject']} jitted .so, {files['arenas']} arena"
+              " files (removed)", flush=True)
         if not run["modules"]:
             problems.append(f"{mode}: no test ran (see {run['log']})")
         if mode != "off" and files[mode] < 2:

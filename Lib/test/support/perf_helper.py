@@ -221,9 +221,14 @@ def _identity(path):
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
+def arena_paths(pid):
+    """The ELF files of trampolines (arenas) process `pid` made."""
+    return glob.glob(f"/tmp/py-perf-{pid}-*.so")
+
+
 def _files_of(pid):
     return [map_path(pid), jit_path(pid),
-            *glob.glob(f"/tmp/jitted-{pid}-*.so")]
+            *glob.glob(f"/tmp/jitted-{pid}-*.so"), *arena_paths(pid)]
 
 
 def _own_files(paths, since):
@@ -247,7 +252,8 @@ def _remove_unchanged(seen):
 def forget_files(test, pid):
     """Remove, after `test`, the files of its process `pid`, which has
     exited (call again after perf inject, for its jitted-PID-*.so):
-    /tmp/perf-PID.map, /tmp/jit-PID.dump, /tmp/jitted-PID-*.so, those
+    /tmp/perf-PID.map, /tmp/jit-PID.dump, /tmp/jitted-PID-*.so,
+    /tmp/py-perf-PID-*.so (its arenas), those
     written since the test started (`test.since`, a time.time()) and
     still unchanged then."""
     test.addCleanup(_remove_unchanged, _own_files(_files_of(pid), test.since))

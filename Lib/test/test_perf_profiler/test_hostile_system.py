@@ -300,6 +300,9 @@ class TestHostileInput(HostileInputCase):
         """
 
     def test_executable_memory_refused(self):
+        # A W^X policy forbids making memory executable, not mapping a
+        # file for execution (what every shared library needs): the
+        # arena files work, and perf names the functions.
         import_helper.import_module("ctypes")
         if os.uname().machine != "x86_64":
             self.skipTest("the filter is written for x86_64")
@@ -318,12 +321,53 @@ class TestHostileInput(HostileInputCase):
                 if "SECCOMP FAILED" in proc.stdout:
                     self.skipTest("cannot install a seccomp filter here")
                 self.assertEqual(proc.stdout.splitlines()[-2:],
+                                 ["output intact 2 3", "True"])
+                self.assertNotIn("RuntimeWarning", proc.stderr)
+                self.assertIn("py::f:<string>", self.check_files(pid))
+
+    def test_executable_memory_and_files_refused(self):
+        # The same policy with /tmp mounted noexec: no arena file can be
+        # mapped, no anonymous memory made executable.  One warning, the
+        # backend off, the program untouched.
+        import_helper.import_module("ctypes")
+        if os.uname().machine != "x86_64":
+            self.skipTest("the filter is written for x86_64")
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        if os.path.realpath(sys.executable).startswith("/tmp/"):
+            self.skipTest("the interpreter lives under /tmp")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                code = textwrap.dedent(self.WX_POLICY) + textwrap.dedent(f"""
+                    import os, sys
+                    sys.activate_stack_trampoline({option!r})
+                    def f(n):
+                        return n + 1
+                    print("output intact", f(1), f(2))
+                    print(sys.is_stack_trampoline_active())
+                    """)
+                proc = subprocess.run(
+                    [unshare, "-m", "--propagation", "private", "sh", "-c",
+                     'mount -t tmpfs -o noexec none /tmp || exit 99; '
+                     'exec "$@"', "sh", sys.executable, "-c", code],
+                    capture_output=True, text=True, env=env_with())
+                if proc.returncode == 99:
+                    self.skipTest("cannot mount a tmpfs here")
+                if "SECCOMP FAILED" in proc.stdout:
+                    self.skipTest("cannot install a seccomp filter here")
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stdout.splitlines()[-2:],
                                  ["output intact 2 3", "False"])
-                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
-                              "executable memory for trampolines: Permission "
-                              "denied", proc.stderr)
-                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
-                self.check_files(pid)
+                # (perf_jit's marker, a mapping of its dump, fails first)
+                self.assertIn(
+                    "RuntimeWarning: perf trampoline: cannot map executable "
+                    "memory for trampolines: Permission denied"
+                    if option == "perf" else
+                    "RuntimeWarning: perf trampoline: cannot map /tmp/jit-",
+                    proc.stderr)
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                                 proc.stderr)
 
     # -- signals -------------------------------------------------------------
 

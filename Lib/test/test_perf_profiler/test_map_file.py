@@ -283,7 +283,9 @@ class TestPerfMapFile(PerfTestCase):
     def test_one_write_per_function(self):
         # Each record is appended whole with one write(), and the file is
         # never cut, grown ahead or mapped for writing: it is the
-        # process's, and other writers may append to it too.
+        # process's, and other writers may append to it too.  The arena
+        # files (ours alone) take two writes per function: a name, a
+        # symbol.
         strace = shutil.which("strace")
         if strace is None:
             self.skipTest("needs strace")
@@ -291,7 +293,7 @@ class TestPerfMapFile(PerfTestCase):
         for option, path in (("perf", map_path), ("perf_jit", jit_path)):
             with self.subTest(option=option):
                 proc = subprocess.run(
-                    [strace, "-f", "-o", out, "-e",
+                    [strace, "-f", "-y", "-o", out, "-e",
                      "trace=write,pwrite64,writev,pwritev,fallocate,"
                      "ftruncate", sys.executable, "-X", option, "-c",
                      MANY_FUNCTIONS],
@@ -308,21 +310,33 @@ class TestPerfMapFile(PerfTestCase):
                 with open(out) as f:
                     traced = [line.split(None, 1)[1]
                               for line in f if "(" in line]
+                # "write(3</tmp/perf-42.map>, ..." (-y names the file)
+                ours = [line for line in traced
+                        if f"<{path(pid)}>" in line.split(",", 1)[0]]
+                arenas = [line for line in traced
+                          if "</tmp/py-perf-" in line.split(",", 1)[0]]
                 # A stale file of an earlier process with our pid (pids
                 # come round again; /tmp is shared) is emptied when it is
                 # opened, before anything is written: that ftruncate(fd, 0)
                 # is the only one allowed.
-                while traced and re.match(r"ftruncate\(\d+, 0\)", traced[0]):
-                    del traced[0]
-                calls = [line.split("(", 1)[0] for line in traced]
+                while ours and re.match(r"ftruncate\(\d+<[^>]*>, 0\)",
+                                        ours[0]):
+                    del ours[0]
+                calls = [line.split("(", 1)[0] for line in ours]
                 self.assertGreaterEqual(records, 3000)
                 self.assertNotIn("fallocate", calls)
                 self.assertNotIn("ftruncate", calls)
                 # the jitdump's three records of a function are one write;
-                # stdout's two lines, and whatever start-up writes
+                # its header and closing record one each
                 per_function = 1 if option == "perf" else 3
-                self.assertLessEqual(len(calls),
-                                     records // per_function + 10)
+                self.assertLessEqual(len(calls), records // per_function + 2)
+                self.assertGreaterEqual(len(calls),
+                                        records // per_function)
+                # two per function, a .strtab chunk now and then, and each
+                # arena file's first write
+                functions = records // per_function
+                self.assertLessEqual(len(arenas), 2.2 * functions + 20)
+                self.assertGreaterEqual(len(arenas), 2 * 3000)
 
     def test_write_failure_keeps_whole_lines(self):
         # A file-size limit (RLIMIT_FSIZE, whose SIGXFSZ Python ignores)

@@ -1,0 +1,348 @@
+"""Arenas of trampolines as ELF files (/tmp/py-perf-PID-N.so) that perf,
+binutils and elfutils read by themselves: their layout as readelf and
+eu-readelf see it, the mapping, the unwind tables, DWARF unwinding under
+`perf record --call-graph dwarf` without perf inject, forks, a file
+planted or left at the name, a killed process, and /tmp mounted noexec."""
+
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+import unittest
+
+from test.support import os_helper
+from test.support.script_helper import make_script
+from test.support.perf_helper import (
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES, NO_TRAMPOLINE, arena_paths,
+    env_with, forget_files, forget_path, map_path, read_map_file,
+    requires_perf, run_and_forget, script_pid)
+# (setUpModule runs the probes of perf_helper for this module's tests.)
+from ._common import (
+    FORK_SOURCE, PerfTestCase, assert_python_stacks, pid_namespace_command,
+    setUpModule, tearDownModule)
+
+READELF = shutil.which("readelf")
+EU_READELF = shutil.which("eu-readelf")
+
+# Runs a few functions, prints its pid and the lines of /proc/self/maps of
+# its arena files, then waits for a line on stdin (or exits).
+SHOW_MAPS = """\
+import os, sys
+print("PID", os.getpid(), flush=True)
+def f(n):
+    return n + 1
+def g(n):
+    return f(n) * 2
+for i in range(3):
+    g(i)
+for line in open("/proc/self/maps"):
+    if "/py-perf-" in line:
+        print("MAP", line.strip())
+sys.stdout.flush()
+"""
+
+
+def readelf(*args):
+    proc = subprocess.run([READELF, "-W", *args], capture_output=True,
+                          text=True)
+    return proc
+
+
+def symbols(path):
+    """{name: (value, size)} of the FUNC symbols of `path`, by readelf."""
+    proc = readelf("-s", path)
+    if proc.returncode != 0:
+        raise AssertionError(proc.stderr)
+    found = {}
+    for line in proc.stdout.splitlines():
+        fields = line.split(None, 7)
+        if len(fields) == 8 and fields[3] == "FUNC":
+            found[fields[7]] = (int(fields[1], 16), int(fields[2]))
+    return found
+
+
+def sections(path):
+    """{name: (type, addr, offset, size, flags)} by readelf -S."""
+    proc = readelf("-S", path)
+    if proc.returncode != 0:
+        raise AssertionError(proc.stderr)
+    found = {}
+    for m in re.finditer(r"\]\s+(\S+)\s+(\S+)\s+([0-9a-f]+)\s+([0-9a-f]+)"
+                         r"\s+([0-9a-f]+)\s+[0-9a-f]+\s+([A-Z]*)",
+                         proc.stdout):
+        name, typ, addr, off, size, flags = m.groups()
+        found[name] = (typ, int(addr, 16), int(off, 16), int(size, 16),
+                       flags)
+    return found
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+@unittest.skipIf(READELF is None, "needs readelf (binutils)")
+class TestArenaFile(unittest.TestCase):
+    """The file and its mapping, read by binutils and elfutils."""
+
+    def setUp(self):
+        # Files last written before this are not the test's children's.
+        self.since = time.time() - 1
+
+    def run_code(self, code, *args):
+        proc, pids = run_and_forget(self, *args, "-c", textwrap.dedent(code))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(len(pids), 1, proc.stdout)
+        self.assertNotIn("Warning", proc.stderr)
+        return proc, pids[0]
+
+    def check_file(self, path, pid, names):
+        st = os.lstat(path)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertEqual(st.st_uid, os.geteuid())
+        # binutils reads it without a word of complaint ...
+        for args in (["-h"], ["-l"], ["-S"], ["-s"], ["-n"],
+                     ["--debug-dump=frames"]):
+            proc = readelf(*args, path)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertEqual(proc.stderr, "", args)
+        # ... and so does elfutils.
+        if EU_READELF is not None:
+            proc = subprocess.run([EU_READELF, "-a", path],
+                                  capture_output=True, text=True)
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            self.assertNotIn("invalid", proc.stderr.lower())
+        secs = sections(path)
+        text = secs[".text"]
+        self.assertEqual(text[0], "PROGBITS")
+        self.assertEqual(text[1], text[2], "vaddr == file offset")
+        self.assertEqual(text[4], "AX")
+        for name in (".eh_frame", ".eh_frame_hdr", ".note.gnu.build-id"):
+            self.assertIn(name, secs)
+            self.assertEqual(secs[name][1], secs[name][2])
+        syms = symbols(path)
+        for name in names:
+            self.assertIn(name, syms)
+        code = open(path, "rb").read()
+        template = None
+        for name, (value, size) in syms.items():
+            self.assertTrue(name.startswith("py::"), name)
+            self.assertTrue(text[1] <= value < value + size
+                            <= text[1] + text[3], name)
+            # every slot a copy of the same template
+            body = code[value:value + size]
+            template = template or body
+            self.assertEqual(body, template, name)
+        # one FDE per slot, each covering its slot exactly
+        proc = readelf("--debug-dump=frames", path)
+        fdes = re.findall(r"FDE cie=\S+ pc=([0-9a-f]+)\.\.([0-9a-f]+)",
+                          proc.stdout)
+        starts = sorted(int(a, 16) for a, _ in fdes)
+        self.assertGreaterEqual(len(fdes), len(syms))
+        self.assertEqual(len(set(starts)), len(starts))
+        for value, size in syms.values():
+            self.assertIn(value, starts)
+        for a, b in fdes:
+            self.assertEqual(int(b, 16) - int(a, 16), len(template))
+        # the build-id
+        proc = readelf("-n", path)
+        self.assertRegex(proc.stdout, r"Build ID: [0-9a-f]{40}")
+        return syms
+
+    def test_file_and_mapping(self):
+        proc, pid = self.run_code(SHOW_MAPS, "-X", "perf")
+        paths = arena_paths(pid)
+        self.assertTrue(paths, "no arena file")
+        self.check_file(paths[0], pid, [
+            f"py::g:<string>", f"py::f:<string>"])
+        maps = [line.split() for line in proc.stdout.splitlines()
+                if line.startswith("MAP ")]
+        self.assertTrue(maps)
+        for fields in maps:
+            perms, offset, path = fields[2], fields[3], fields[6]
+            # read+execute from the file, from its first byte, and never
+            # writable
+            self.assertEqual(perms, "r-xp", fields)
+            self.assertEqual(int(offset, 16), 0)
+            self.assertIn(path, paths)
+
+    def test_perf_jit_also_uses_files(self):
+        proc, pid = self.run_code(SHOW_MAPS, "-X", "perf_jit")
+        paths = arena_paths(pid)
+        self.assertTrue(paths, "no arena file")
+        syms = self.check_file(paths[0], pid, ["py::f:<string>"])
+        # spaced as the jitdump needs, and each slot still its own FDE
+        values = sorted(v for v, _ in syms.values())
+        self.assertTrue(all(b - a >= 64 for a, b in zip(values, values[1:])))
+
+    def test_many_functions_few_files(self):
+        code = """
+            import os
+            print("PID", os.getpid(), flush=True)
+            ns = {}
+            exec("\\n".join(f"def f{i}(): return {i}" for i in range(5000)),
+                 ns)
+            for i in range(5000):
+                ns[f"f{i}"]()
+            """
+        proc, pid = self.run_code(code, "-X", "perf")
+        paths = arena_paths(pid)
+        names = {}
+        for path in paths:
+            names.update(symbols(path))
+        for i in (0, 1234, 4999):
+            self.assertIn(f"py::f{i}:<string>", names)
+        self.assertLessEqual(len(paths), 10, paths)
+        # the perf map is written as before, line for line
+        lines = read_map_file(map_path(pid))
+        mapped = {line.split(" ", 2)[2] for line in lines}
+        self.assertIn("py::f4999:<string>", mapped)
+        self.assertGreaterEqual(len(mapped), 5000)
+
+    def test_killed_process_leaves_readable_file(self):
+        code = """
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+            def f(): return 1
+            def g(): return f()
+            g()
+            os.kill(os.getpid(), signal.SIGKILL)
+            """
+        proc, pids = run_and_forget(self, "-X", "perf", "-c",
+                                    textwrap.dedent(code))
+        self.assertEqual(proc.returncode, -signal.SIGKILL)
+        paths = arena_paths(pids[0])
+        self.assertTrue(paths)
+        self.check_file(paths[0], pids[0],
+                        ["py::f:<string>", "py::g:<string>"])
+
+    def test_fork_child_has_files_of_its_own(self):
+        code = FORK_SOURCE + textwrap.dedent("""
+            in_both()
+            pid = os.fork()
+            if pid == 0:
+                print("PID", os.getpid(), flush=True)
+                in_child()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            in_parent()
+            """)
+        proc, pids = run_and_forget(self, "-X", "perf", "-c", code)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(len(pids), 2, proc.stdout)
+        parent, child = pids
+        parent_names, child_names = {}, {}
+        for path in arena_paths(parent):
+            parent_names.update(symbols(path))
+        for path in arena_paths(child):
+            child_names.update(symbols(path))
+        self.assertIn("py::in_both:<string>", parent_names)
+        self.assertIn("py::in_parent:<string>", parent_names)
+        self.assertNotIn("py::in_child:<string>", parent_names)
+        self.assertIn("py::in_child:<string>", child_names)
+        # the child's files name only what the child made
+        self.assertNotIn("py::in_both:<string>", child_names)
+
+    def test_planted_symlink_and_stale_file(self):
+        pid1 = pid_namespace_command(self)
+        # In a fresh pid namespace the interpreter is pid 1: its first two
+        # names are known.
+        first, second = "/tmp/py-perf-1-0.so", "/tmp/py-perf-1-1.so"
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        victim = os.path.join(tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        for path in (first, second):
+            os_helper.unlink(path)
+        os.symlink(victim, first)
+        self.addCleanup(os_helper.unlink, first)
+        # a stale file of an earlier pid 1 at the next name: ours, unlocked
+        with open(second, "w") as f:
+            f.write("stale\n")
+        self.addCleanup(os_helper.unlink, second)
+        proc = subprocess.run(
+            [*pid1, sys.executable, "-X", "perf",
+             "-c", "def f(): return 45\nprint('output intact'); print(f())"],
+            capture_output=True, text=True, env=env_with())
+        forget_path(self, "/tmp/perf-1.map")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout, "output intact\n45\n")
+        self.assertNotIn("Warning", proc.stderr)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+        self.assertTrue(os.path.islink(first))
+        # the stale file was taken over: a whole arena now
+        self.assertIn("py::f:<string>", symbols(second))
+
+    def test_noexec_tmp_falls_back(self):
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        probe = subprocess.run(
+            [unshare, "-m", "--propagation", "private", "sh", "-c",
+             "mount -t tmpfs -o noexec none /tmp"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a tmpfs in a mount namespace here")
+        code = textwrap.dedent("""
+            import os, sys
+            def f(n): return n + 1
+            print("output intact", f(44), flush=True)
+            print(sys.is_stack_trampoline_active())
+            print(open(f"/tmp/perf-{os.getpid()}.map").read().count("py::f:"))
+            print(sorted(os.listdir("/tmp")))
+            """)
+        # (the interpreter's own tree may be under /tmp: mounted over)
+        interp = os.path.realpath(sys.executable)
+        if interp.startswith("/tmp/"):
+            self.skipTest("the interpreter lives under /tmp")
+        proc = subprocess.run(
+            [unshare, "-m", "--propagation", "private", "sh", "-c",
+             'mount -t tmpfs -o noexec none /tmp && exec "$@"', "sh",
+             sys.executable, "-X", "perf", "-c", code],
+            capture_output=True, text=True, env=env_with())
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        lines = proc.stdout.splitlines()
+        self.assertEqual(lines[:3], ["output intact 45", "True", "1"])
+        self.assertNotIn("py-perf-", lines[3])
+        # one warning, that says what is lost and how to get it back
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                         proc.stderr)
+        self.assertIn("cannot map executable an ELF file of trampolines",
+                      proc.stderr)
+        self.assertIn("perf inject --jit", proc.stderr)
+
+
+@requires_perf
+class TestArenaFilesUnderPerf(PerfTestCase):
+    """perf itself reads the files: names, and DWARF unwinding with no
+    -k 1, no jitdump and no perf inject (on interpreters with or without
+    frame pointers)."""
+
+    def test_dwarf_unwinding_without_inject(self):
+        source = NESTED + "baz(3_000_000)\n"
+        out, samples, script, pid = self.record(
+            source, "-X", "perf", callgraph=("--call-graph", "dwarf"))
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
+        dsos = {dso for sample in samples for sym, dso in sample
+                if sym.startswith("py::foo:")}
+        self.assertTrue(dsos)
+        for dso in dsos:
+            self.assertRegex(dso, rf"^/tmp/py-perf-{pid}-\d+\.so$")
+
+    @unittest.skipUnless(HAVE_FRAME_POINTERS,
+                         "frame-pointer unwinding needs frame pointers")
+    def test_frame_pointers_and_the_file(self):
+        source = NESTED + "baz(3_000_000)\n"
+        out, samples, script, pid = self.record(source, "-X", "perf")
+        assert_python_stacks(self, samples, script, NESTED_NAMES)
+        for sample in samples:
+            for sym, dso in sample:
+                if sym.startswith("py::foo:"):
+                    self.assertRegex(dso, rf"^/tmp/py-perf-{pid}-\d+\.so$")
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,449 @@
+/*
+ * cpython-perf: arenas of trampolines as ELF files that perf reads by
+ * itself.
+ *
+ * Why
+ * ---
+ * perf names an address in anonymous memory from /tmp/perf-PID.map, but
+ * it cannot unwind through it: there is no unwind table, so
+ * `perf record --call-graph dwarf` stops at the first trampoline on an
+ * interpreter built without frame pointers.  The jitdump's answer,
+ * `perf inject --jit`, writes one ELF file per function afterwards.  perf
+ * reads symbols and unwind tables from the *file* behind an executable
+ * mapping, though.  So an arena can be such a file from the start: the
+ * slots' code, one FDE per slot (every slot is a copy of the same
+ * template, so the whole table is known when the arena is made), and a
+ * symbol per slot, written when the slot is handed to a code object.
+ * perf, gdb, hotspot and any other ELF reader then name and unwind the
+ * trampolines with no inject and no extra recording option.
+ *
+ * The file, /tmp/py-perf-PID-N.so (N counts this process's arena files)
+ * --------------------------------------------------------------------------
+ * Not /tmp/perf-*: perf takes any file of that prefix for a perf map.
+ * Every address is the file offset (vaddr == offset), so readers need no
+ * section-to-segment arithmetic, and the mapping starts at offset 0:
+ *
+ *     0        ELF header, 3 program headers (PT_LOAD of [0, end of
+ *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME, PT_NOTE),
+ *              .note.gnu.build-id (20 random bytes, so that perf's build-id
+ *              cache and `perf archive` keep each file apart)
+ *     320      .text: nslots copies of the template, slot_size apart
+ *              .eh_frame: CIE, one FDE per slot, terminator
+ *              .eh_frame_hdr: one table entry per slot
+ *     -------- (mapped up to here, read+execute, never writable)
+ *              .symtab: a null symbol, then one entry per slot, all zeros
+ *              (no symbol) until the slot is handed out; all local, so
+ *              that the zero entries are well-formed too
+ *              .shstrtab, the section headers
+ *              .strtab: grows at the end of the file
+ *
+ * The unwind tables must be inside the mapping: perf's libunwind glue
+ * reads them through the mapping that holds their address.  Naming slot i
+ * writes its name into .strtab, then symbol i: two writes.  .strtab is
+ * declared 4 KiB at a time ahead of its names (the file extended first,
+ * with zeros, which are empty strings, then the size in its section
+ * header), so a process killed at any point leaves a file whose every
+ * symbol has its name (at worst a name without a symbol).  perf reads the file when it reports (or, with its build-id
+ * cache, copies it when the recording ends): symbols written before a
+ * sample are all it needs.
+ *
+ * Safety
+ * ------
+ * The name is predictable and /tmp is shared: the file is created 0600
+ * with O_EXCL and O_NOFOLLOW.  A file already there is reused only if it
+ * is a regular file of ours with one link that no live process holds (an
+ * earlier process with our pid left it: it is emptied); otherwise the next
+ * N is tried.  Each file stays open and locked (flock) for the life of the
+ * process and of its forked children, which inherit the descriptor, so
+ * that nothing of ours takes a live arena for a stale one: cutting a file
+ * that is mapped would kill its process with SIGBUS.  Where the mapping
+ * cannot be made executable (/tmp mounted noexec, a security policy), the
+ * file is removed and the caller falls back to anonymous memory.
+ *
+ * This file calls the unwind table (Python/perf_unwind.c) and the symbol
+ * names (Python/perf_names.c); Python/perf_arena.c calls it.
+ */
+
+#include "Python.h"
+#include "perf_internal.h"
+
+#if defined(PY_HAVE_PERF_TRAMPOLINE) && SIZEOF_VOID_P == 8
+
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>                // open()
+#include <string.h>
+#include <sys/file.h>             // flock()
+#include <sys/mman.h>             // mmap()
+#include <sys/random.h>           // getrandom()
+#include <sys/stat.h>             // fstat()
+#include <time.h>                 // clock_gettime()
+#include <unistd.h>
+
+/* The fixed part at the start of the file. */
+#define NOTE_OFF (sizeof(Elf64_Ehdr) + 3 * sizeof(Elf64_Phdr))
+#define BUILD_ID_SIZE 20
+#define NOTE_SIZE (sizeof(Elf64_Nhdr) + 4 + BUILD_ID_SIZE)
+#define TEXT_OFF 320
+_Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
+
+/* Sections, in the order of the section header table. */
+enum {
+    SEC_NULL, SEC_NOTE, SEC_TEXT, SEC_EH_FRAME, SEC_EH_FRAME_HDR,
+    SEC_SYMTAB, SEC_STRTAB, SEC_SHSTRTAB, NSECTIONS
+};
+static const char shstrtab[] =
+    "\0.note.gnu.build-id\0.text\0.eh_frame\0.eh_frame_hdr\0.symtab"
+    "\0.strtab\0.shstrtab";
+/* Offsets of the names in shstrtab, by section. */
+static const Elf64_Word shname[NSECTIONS] = {0, 1, 20, 26, 36, 50, 58, 66};
+
+#define MAX_TRIES 8
+/* .strtab is declared (and the file extended) this much at a time, so
+   that naming a slot is two writes: the name and the symbol. */
+#define STRTAB_CHUNK 4096
+
+struct _PyPerfElf {
+    int fd;
+    char path[64];
+    size_t slot_size;
+    uint64_t symtab_off;          /* file offset of symbol 0 */
+    uint64_t strtab_hdr_off;      /* of .strtab's section header */
+    uint64_t strtab_off;
+    uint64_t strtab_size;         /* what its section header declares */
+    uint64_t strtab_used;         /* bytes of names written */
+};
+
+static unsigned int files_made;   /* N of the next file */
+
+static inline uint64_t
+round_up(uint64_t n, uint64_t to)
+{
+    return (n + to - 1) / to * to;
+}
+
+/* Write all of buf at `off`. */
+static int
+write_at(int fd, const void *buf, size_t size, uint64_t off)
+{
+    const char *p = buf;
+    while (size > 0) {
+        ssize_t n = pwrite(fd, p, size, (off_t)off);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        if (n == 0) {
+            errno = ENOSPC;
+            return -1;
+        }
+        p += n;
+        size -= (size_t)n;
+        off += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* A new file of ours, open and locked, or -1 and errno.  See "Safety". */
+static int
+create_file(char *path, size_t path_size)
+{
+    long pid = (long)getpid();
+    int last_errno = EEXIST;
+    for (int tries = 0; tries < MAX_TRIES; tries++) {
+        PyOS_snprintf(path, path_size, "/tmp/py-perf-%ld-%u.so", pid,
+                      files_made++);
+        int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW
+                            | O_CLOEXEC, 0600);
+        int fresh = fd >= 0;
+        if (fd < 0 && errno == EEXIST) {
+            /* A stale file of an earlier process with our pid? */
+            fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        }
+        if (fd < 0) {
+            if (errno == EEXIST || errno == ELOOP || errno == EACCES
+                || errno == EPERM || errno == ENXIO)
+            {
+                last_errno = errno;
+                continue;           /* not ours: the next name */
+            }
+            return -1;
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)
+            || st.st_uid != geteuid() || st.st_nlink != 1
+            || flock(fd, LOCK_EX | LOCK_NB) < 0
+            || (!fresh && (ftruncate(fd, 0) < 0
+                           || fcntl(fd, F_SETFL, 0) < 0)))
+        {
+            last_errno = errno == EWOULDBLOCK ? EBUSY : EEXIST;
+            close(fd);
+            continue;
+        }
+        return fd;
+    }
+    errno = last_errno;
+    return -1;
+}
+
+static void
+build_id(unsigned char *id)
+{
+    ssize_t n = getrandom(id, BUILD_ID_SIZE, GRND_NONBLOCK);
+    if (n != BUILD_ID_SIZE) {
+        /* No entropy yet (early boot): unique enough for a cache key. */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        uint64_t v[3] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec,
+                         (uint64_t)getpid() << 32 | files_made};
+        memset(id, 0, BUILD_ID_SIZE);
+        memcpy(id, v, sizeof(v) < BUILD_ID_SIZE ? sizeof(v)
+                                                 : BUILD_ID_SIZE);
+    }
+}
+
+_PyPerfElf *
+_PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
+               const char **what)
+{
+    size_t code_size = _PyPerf_CodeSize();
+    long pagesz = sysconf(_SC_PAGESIZE);
+    uint64_t page = pagesz > 0 ? (uint64_t)pagesz : 4096;
+
+    /* The layout (see the top of this file). */
+    uint64_t text_size = (uint64_t)nslots * slot_size;
+    uint64_t eh_off = round_up(TEXT_OFF + text_size, 8);
+    size_t eh_size, hdr_size;
+    *what = "describe the trampoline template's frames for";
+    if (_PyPerfUnwind_Table(nslots, slot_size, eh_off - TEXT_OFF, NULL, 0,
+                            &eh_size, &hdr_size) < 0)
+    {
+        return NULL;
+    }
+    uint64_t hdr_off = eh_off + eh_size;
+    uint64_t mapped_end = hdr_off + hdr_size;
+    uint64_t map_len = round_up(mapped_end, page);
+    uint64_t symtab_off = round_up(mapped_end, 8);
+    uint64_t symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
+    uint64_t shstrtab_off = symtab_off + symtab_size;
+    uint64_t shdr_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
+    uint64_t strtab_off = shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
+    uint64_t file_size = strtab_off + 1;
+
+    int saved;
+    _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
+    unsigned char *img = PyMem_RawCalloc(1, (size_t)file_size);
+    if (elf == NULL || img == NULL) {
+        PyMem_RawFree(elf);
+        PyMem_RawFree(img);
+        *what = "allocate memory for";
+        errno = ENOMEM;
+        return NULL;
+    }
+
+    Elf64_Ehdr *eh = (Elf64_Ehdr *)img;
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+#if PY_LITTLE_ENDIAN
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+#else
+    eh->e_ident[EI_DATA] = ELFDATA2MSB;
+#endif
+    eh->e_ident[EI_VERSION] = EV_CURRENT;
+    eh->e_ident[EI_OSABI] = ELFOSABI_NONE;
+    eh->e_type = ET_DYN;
+    eh->e_machine = _PyPerf_elf_machine;
+    eh->e_version = EV_CURRENT;
+    eh->e_phoff = sizeof(Elf64_Ehdr);
+    eh->e_shoff = shdr_off;
+    eh->e_ehsize = sizeof(Elf64_Ehdr);
+    eh->e_phentsize = sizeof(Elf64_Phdr);
+    eh->e_phnum = 3;
+    eh->e_shentsize = sizeof(Elf64_Shdr);
+    eh->e_shnum = NSECTIONS;
+    eh->e_shstrndx = SEC_SHSTRTAB;
+
+    Elf64_Phdr *ph = (Elf64_Phdr *)(img + sizeof(Elf64_Ehdr));
+    ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R | PF_X,
+                         .p_offset = 0, .p_vaddr = 0, .p_paddr = 0,
+                         .p_filesz = mapped_end, .p_memsz = mapped_end,
+                         .p_align = page};
+    ph[1] = (Elf64_Phdr){.p_type = PT_GNU_EH_FRAME, .p_flags = PF_R,
+                         .p_offset = hdr_off, .p_vaddr = hdr_off,
+                         .p_paddr = hdr_off, .p_filesz = hdr_size,
+                         .p_memsz = hdr_size, .p_align = 4};
+    ph[2] = (Elf64_Phdr){.p_type = PT_NOTE, .p_flags = PF_R,
+                         .p_offset = NOTE_OFF, .p_vaddr = NOTE_OFF,
+                         .p_paddr = NOTE_OFF, .p_filesz = NOTE_SIZE,
+                         .p_memsz = NOTE_SIZE, .p_align = 4};
+
+    Elf64_Nhdr *note = (Elf64_Nhdr *)(img + NOTE_OFF);
+    note->n_namesz = 4;
+    note->n_descsz = BUILD_ID_SIZE;
+    note->n_type = NT_GNU_BUILD_ID;
+    memcpy(img + NOTE_OFF + sizeof(Elf64_Nhdr), "GNU", 4);
+    build_id(img + NOTE_OFF + sizeof(Elf64_Nhdr) + 4);
+
+    /* One copy of the template, then doubling copies of the filled part;
+       the gaps between copies stay zeros. */
+    unsigned char *text = img + TEXT_OFF;
+    memcpy(text, _Py_trampoline_func_start, code_size);
+    for (size_t done = 1; done < nslots; done *= 2) {
+        size_t n = done < nslots - done ? done : nslots - done;
+        memcpy(text + done * slot_size, text, n * slot_size);
+    }
+    size_t eh_size2, hdr_size2;
+    if (_PyPerfUnwind_Table(nslots, slot_size, eh_off - TEXT_OFF,
+                            img + eh_off, (size_t)(mapped_end - eh_off),
+                            &eh_size2, &hdr_size2) < 0)
+    {
+        goto fail_early;
+    }
+    memcpy(img + shstrtab_off, shstrtab, sizeof(shstrtab));
+
+    Elf64_Shdr *sh = (Elf64_Shdr *)(img + shdr_off);
+    sh[SEC_NOTE] = (Elf64_Shdr){
+        .sh_type = SHT_NOTE, .sh_flags = SHF_ALLOC, .sh_addr = NOTE_OFF,
+        .sh_offset = NOTE_OFF, .sh_size = NOTE_SIZE, .sh_addralign = 4};
+    sh[SEC_TEXT] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
+        .sh_addr = TEXT_OFF, .sh_offset = TEXT_OFF, .sh_size = text_size,
+        .sh_addralign = 16};
+    sh[SEC_EH_FRAME] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC, .sh_addr = eh_off,
+        .sh_offset = eh_off, .sh_size = eh_size, .sh_addralign = 8};
+    sh[SEC_EH_FRAME_HDR] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC, .sh_addr = hdr_off,
+        .sh_offset = hdr_off, .sh_size = hdr_size, .sh_addralign = 4};
+    sh[SEC_SYMTAB] = (Elf64_Shdr){
+        .sh_type = SHT_SYMTAB, .sh_offset = symtab_off,
+        .sh_size = symtab_size, .sh_link = SEC_STRTAB,
+        .sh_info = (Elf64_Word)(nslots + 1),
+        .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym)};
+    sh[SEC_STRTAB] = (Elf64_Shdr){
+        .sh_type = SHT_STRTAB, .sh_offset = strtab_off, .sh_size = 1,
+        .sh_addralign = 1};
+    sh[SEC_SHSTRTAB] = (Elf64_Shdr){
+        .sh_type = SHT_STRTAB, .sh_offset = shstrtab_off,
+        .sh_size = sizeof(shstrtab), .sh_addralign = 1};
+    for (int i = 0; i < NSECTIONS; i++) {
+        sh[i].sh_name = shname[i];
+    }
+
+    *what = "create";
+    elf->fd = create_file(elf->path, sizeof(elf->path));
+    if (elf->fd < 0) {
+        goto fail_early;
+    }
+    *what = "write";
+    if (write_at(elf->fd, img, (size_t)file_size, 0) < 0) {
+        goto fail;
+    }
+    *what = "map executable";
+    void *mem = mmap(NULL, (size_t)map_len, PROT_READ | PROT_EXEC,
+                     MAP_PRIVATE, elf->fd, 0);
+    if (mem == MAP_FAILED) {
+        goto fail;
+    }
+    __builtin___clear_cache((char *)mem, (char *)mem + map_len);
+    PyMem_RawFree(img);
+    elf->slot_size = slot_size;
+    elf->symtab_off = symtab_off;
+    elf->strtab_hdr_off = shdr_off + SEC_STRTAB * sizeof(Elf64_Shdr);
+    elf->strtab_off = strtab_off;
+    elf->strtab_size = 1;
+    elf->strtab_used = 1;
+    *code = (char *)mem + TEXT_OFF;
+    return elf;
+
+fail:
+    saved = errno;
+    /* Ours, just made, and held open: gone with its descriptor. */
+    (void)unlink(elf->path);
+    close(elf->fd);
+    errno = saved;
+fail_early:
+    saved = errno;
+    PyMem_RawFree(img);
+    PyMem_RawFree(elf);
+    errno = saved;
+    return NULL;
+}
+
+int
+_PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
+{
+    char name[_PyPerf_NAME_MAX + 1];
+    size_t file_at;
+    size_t len = _PyPerf_SymbolName(code, name, &file_at) + 1;
+    uint64_t name_off = elf->strtab_used;
+    if (name_off + len > UINT32_MAX) {
+        errno = EFBIG;
+        return -1;
+    }
+    if (name_off + len > elf->strtab_size) {
+        /* .strtab grows by a chunk: the file first (zeros: empty
+           strings), then the size its section header declares. */
+        uint64_t size = round_up(name_off + len, STRTAB_CHUNK);
+        if (ftruncate(elf->fd, (off_t)(elf->strtab_off + size)) < 0
+            || write_at(elf->fd, &size, sizeof(size),
+                        elf->strtab_hdr_off
+                        + offsetof(Elf64_Shdr, sh_size)) < 0)
+        {
+            return -1;
+        }
+        elf->strtab_size = size;
+    }
+    /* The name, then the symbol that points to it. */
+    if (write_at(elf->fd, name, len, elf->strtab_off + name_off) < 0) {
+        return -1;
+    }
+    elf->strtab_used = name_off + len;
+    Elf64_Sym sym = {
+        .st_name = (Elf64_Word)name_off,
+        .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC),
+        .st_other = STV_DEFAULT,
+        .st_shndx = SEC_TEXT,
+        .st_value = TEXT_OFF + (uint64_t)i * elf->slot_size,
+        .st_size = _PyPerf_CodeSize(),
+    };
+    return write_at(elf->fd, &sym, sizeof(sym),
+                    elf->symtab_off + (i + 1) * sizeof(Elf64_Sym));
+}
+
+const char *
+_PyPerfElf_Path(const _PyPerfElf *elf)
+{
+    return elf->path;
+}
+
+#elif defined(PY_HAVE_PERF_TRAMPOLINE)
+
+/* 32-bit targets: no arena files (no template is written for one yet);
+   arenas are anonymous. */
+_PyPerfElf *
+_PyPerfElf_New(size_t Py_UNUSED(nslots), size_t Py_UNUSED(slot_size),
+               char **Py_UNUSED(code), const char **what)
+{
+    *what = "make an ELF arena file on this platform for";
+    errno = ENOSYS;
+    return NULL;
+}
+
+int
+_PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
+                PyCodeObject *Py_UNUSED(code))
+{
+    errno = ENOSYS;
+    return -1;
+}
+
+const char *
+_PyPerfElf_Path(const _PyPerfElf *Py_UNUSED(elf))
+{
+    return "";
+}
+
+#endif
