@@ -241,6 +241,7 @@ _PyPerfArena_MarkInherited(void)
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
     }
+    _PyPerfElf_AfterFork();
 }
 
 void

@@ -413,10 +413,10 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
                     elf->symtab_off + (i + 1) * sizeof(Elf64_Sym));
 }
 
-const char *
-_PyPerfElf_Path(const _PyPerfElf *elf)
+void
+_PyPerfElf_AfterFork(void)
 {
-    return elf->path;
+    files_made = 0;
 }
 
 #elif defined(PY_HAVE_PERF_TRAMPOLINE)
@@ -440,10 +440,9 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
     return -1;
 }
 
-const char *
-_PyPerfElf_Path(const _PyPerfElf *Py_UNUSED(elf))
+void
+_PyPerfElf_AfterFork(void)
 {
-    return "";
 }
 
 #endif

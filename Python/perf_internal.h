@@ -107,7 +107,9 @@ extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
 /* Give slot `i` the symbol of `code`.  0, or -1 and errno (the slot stays
    without a name). */
 extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code);
-extern const char *_PyPerfElf_Path(const _PyPerfElf *elf);
+/* In the child of fork(): its files are numbered from 0 (under its own
+   pid). */
+extern void _PyPerfElf_AfterFork(void);
 
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 

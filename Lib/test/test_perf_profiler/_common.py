@@ -4,6 +4,7 @@ the check of Python stacks in perf samples, PerfTestCase (a script under
 helpers.  What other test modules share too is in test.support.perf_helper.
 """
 
+import glob
 import os
 import re
 import shlex
@@ -231,7 +232,16 @@ def pid_namespace_command(test):
     if subprocess.run([unshare, "-pf", "--mount-proc", "true"],
                       capture_output=True).returncode != 0:
         test.skipTest("cannot create a pid namespace here")
+    # Its arena files, /tmp/py-perf-1-N.so, are named after no pid the
+    # test can see: those written since the test started go after it.
+    test.addCleanup(_forget_pid1_arenas, getattr(test, "since", None))
     return [unshare, "-pf", "--mount-proc"]
+
+
+def _forget_pid1_arenas(since):
+    for path in glob.glob("/tmp/py-perf-1-*.so"):
+        if since is not None and written_since(path, since):
+            os_helper.unlink(path)
 
 
 def interpreter_dirs_under_tmp():

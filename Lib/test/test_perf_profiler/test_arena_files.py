@@ -19,9 +19,9 @@ import unittest
 from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
-    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES, NO_TRAMPOLINE, arena_paths,
-    env_with, forget_files, forget_path, map_path, read_map_file,
-    requires_perf, run_and_forget, script_pid)
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES,
+    NO_TRAMPOLINE, arena_paths, env_with, forget_path, map_path,
+    perf_command, read_map_file, requires_perf, run_and_forget)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
     FORK_SOURCE, PerfTestCase, assert_python_stacks, pid_namespace_command,
@@ -220,30 +220,25 @@ class TestArenaFile(unittest.TestCase):
                         ["py::f:<string>", "py::g:<string>"])
 
     def test_fork_child_has_files_of_its_own(self):
-        code = FORK_SOURCE + textwrap.dedent("""
-            in_both()
-            pid = os.fork()
-            if pid == 0:
-                print("PID", os.getpid(), flush=True)
-                in_child()
-                os._exit(0)
-            os.waitpid(pid, 0)
-            in_parent()
-            """)
-        proc, pids = run_and_forget(self, "-X", "perf", "-c", code)
+        proc, pids = run_and_forget(self, "-X", "perf", "-c", FORK_SOURCE,
+                                    pids=r"^(?:PID|CHILD) (\d+)$")
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertEqual(len(pids), 2, proc.stdout)
         parent, child = pids
         parent_names, child_names = {}, {}
         for path in arena_paths(parent):
             parent_names.update(symbols(path))
-        for path in arena_paths(child):
+        child_paths = arena_paths(child)
+        for path in child_paths:
             child_names.update(symbols(path))
+        # numbered from 0 under the child's own pid
+        self.assertIn(f"/tmp/py-perf-{child}-0.so", child_paths)
         self.assertIn("py::in_both:<string>", parent_names)
         self.assertIn("py::in_parent:<string>", parent_names)
         self.assertNotIn("py::in_child:<string>", parent_names)
         self.assertIn("py::in_child:<string>", child_names)
-        # the child's files name only what the child made
+        # the child's files name only what the child made: in_both() runs
+        # on the trampoline it inherited, in the parent's file
         self.assertNotIn("py::in_both:<string>", child_names)
 
     def test_planted_symlink_and_stale_file(self):
@@ -332,6 +327,59 @@ class TestArenaFilesUnderPerf(PerfTestCase):
         self.assertTrue(dsos)
         for dso in dsos:
             self.assertRegex(dso, rf"^/tmp/py-perf-{pid}-\d+\.so$")
+
+    def test_perf_archive_carries_the_names(self):
+        # perf archive packs the files a recording used, by build-id; on
+        # "another machine" (a fresh build-id directory, the /tmp files
+        # gone) perf report names the Python functions from the archive.
+        # perf 6.1 caches (--buildid-all) and archives (only the files
+        # that a sample hit itself, not a caller in one) what a
+        # call-heavy program gives it: the five instructions of a
+        # trampoline run on every call.
+        for tool in ("tar", "bzip2"):
+            if shutil.which(tool) is None:
+                self.skipTest(f"perf archive needs {tool}")
+        source = textwrap.dedent("""\
+            import os
+            print("PID", os.getpid(), flush=True)
+            def fib(n):
+                return n if n < 2 else fib(n - 1) + fib(n - 2)
+            fib(32)
+            """)
+        callgraph = (("-g",) if HAVE_FRAME_POINTERS
+                     else ("--call-graph", "dwarf"))
+        out, samples, script, pid = self.record(
+            source, "-X", "perf", callgraph=(*callgraph, "--buildid-all"))
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(perf_command("archive", data),
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        archive = data + ".tar.bz2"
+        self.addCleanup(os_helper.unlink, archive)
+        listing = subprocess.run(["tar", "tjf", archive], check=True,
+                                 capture_output=True, text=True).stdout
+        self.assertIn(f"tmp/py-perf-{pid}-", listing)
+        # The files of our process are gone ...
+        files = arena_paths(pid)
+        self.assertTrue(files)
+        for path in files + [map_path(pid)]:
+            os_helper.unlink(path)
+        # ... and another build-id directory has only the archive.
+        other = tempfile.mkdtemp(prefix="test_perf_buildid_")
+        self.addCleanup(shutil.rmtree, other, ignore_errors=True)
+        subprocess.run(["tar", "xjf", archive, "-C", other], check=True)
+        report = ["report", "-i", data, "--stdio", "--sort", "sym",
+                  "--no-children", "-g", "none"]
+        proc = subprocess.run(["perf", "--buildid-dir", other, *report],
+                              capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn(f"py::fib:{script}", proc.stdout)
+        # (without the archive, nothing names it any more)
+        empty = tempfile.mkdtemp(prefix="test_perf_buildid_")
+        self.addCleanup(shutil.rmtree, empty, ignore_errors=True)
+        proc = subprocess.run(["perf", "--buildid-dir", empty, *report],
+                              capture_output=True, text=True, timeout=300)
+        self.assertNotIn(f"py::fib:{script}", proc.stdout)
 
     @unittest.skipUnless(HAVE_FRAME_POINTERS,
                          "frame-pointer unwinding needs frame pointers")
