@@ -20,7 +20,7 @@ cores swing by tens of percent), peak RSS and trampoline arena bytes for
 (fork() + os._exit() + waitpid(), wall clock: the one figure that is
 about system calls), and one verdict line against the targets (issues 4,
 9 and 11).  Files the runs leave in /tmp (perf maps, jitdumps) are
-removed.
+removed, and so are the trampoline files (/tmp/py-perf-PID-N.so).
 
 For comparison, the `pep523` column is what a stand-in for upstream's
 mechanism (bench/reference/pep523_hook.c: a PEP 523 evaluator with a
@@ -30,6 +30,7 @@ bound of what that mechanism costs per call in 3.11 (it writes no file).
 
 import argparse
 import atexit
+import glob
 import os
 import re
 import shutil
@@ -77,7 +78,8 @@ def clean_env(**extra):
 
 
 def forget(pid):
-    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
+    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump",
+                 *glob.glob(f"/tmp/py-perf-{pid}-*.so")):
         try:
             os.unlink(path)
         except FileNotFoundError:
