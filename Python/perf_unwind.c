@@ -84,6 +84,16 @@ patch_u32(bytes_writer *w, size_t at, uint32_t v)
     }
 }
 
+/* Little-endian, as every architecture with a template here is. */
+static inline void
+store_u32(unsigned char *p, uint32_t v)
+{
+    p[0] = (unsigned char)v;
+    p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16);
+    p[3] = (unsigned char)(v >> 24);
+}
+
 /* Pad a CIE or FDE that started at `start` with DW_CFA_nop to pointer
    alignment, then store its length (which excludes the length field). */
 static void
@@ -414,48 +424,61 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
     close_entry(&w, cie);
 
     /* One FDE per copy: one rule change per instruction that changes the
-       frame.  All FDEs have the same size. */
-    size_t first_fde = w.n, fde_size = 0;
-    for (size_t k = 0; k < count; k++) {
-        size_t fde = w.n;
-        put_u32(&w, 0);           /* length, patched */
-        put_u32(&w, (uint32_t)(fde + 4 - cie));     /* CIE pointer */
-        /* pc_begin, pcrel: from this field to the copy's first byte */
-        put_u32(&w, (uint32_t)(int32_t)(code_at(k) - (int64_t)w.n));
-        put_u32(&w, (uint32_t)size);                /* pc_range */
-        put_u8(&w, 0);            /* augmentation data length */
-        for (size_t i = 0; i < r.fde_size; i++) {
-            put_u8(&w, r.fde[i]);
-        }
-        close_entry(&w, fde);
-        fde_size = w.n - fde;
+       frame.  The first is written out; every other one is the same
+       bytes, but for its CIE pointer and pc_begin, so it is a copy of the
+       first with those two fields patched (an arena has thousands). */
+    size_t first_fde = w.n;
+    put_u32(&w, 0);               /* length, patched */
+    put_u32(&w, (uint32_t)(first_fde + 4 - cie));   /* CIE pointer */
+    /* pc_begin, pcrel: from this field to the copy's first byte */
+    put_u32(&w, (uint32_t)(int32_t)(code_at(0) - (int64_t)w.n));
+    put_u32(&w, (uint32_t)size);  /* pc_range */
+    put_u8(&w, 0);                /* augmentation data length */
+    for (size_t i = 0; i < r.fde_size; i++) {
+        put_u8(&w, r.fde[i]);
     }
-    put_u32(&w, 0);               /* terminator */
-    size_t eh_frame_size = w.n;
-
-    /* .eh_frame_hdr, right after the .eh_frame: a table sorted by
-       address, whose entries are relative to the header's first byte. */
-    size_t hdr = w.n;
-    put_u8(&w, 1);                /* version */
-    put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
-    put_u8(&w, DW_EH_PE_udata4);                    /* fde_count */
-    put_u8(&w, DW_EH_PE_datarel | DW_EH_PE_sdata4); /* table */
-    put_u32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
-    put_u32(&w, (uint32_t)count);
-    for (size_t k = 0; k < count; k++) {
-        put_u32(&w, (uint32_t)(int32_t)(code_at(k)
-                                        - (int64_t)eh_frame_size));
-        put_u32(&w, (uint32_t)((int32_t)(first_fde + k * fde_size)
-                               - (int32_t)eh_frame_size));
+    close_entry(&w, first_fde);
+    size_t fde_size = w.n - first_fde;
+    size_t eh_frame_size = first_fde + count * fde_size + 4;
+    size_t total = eh_frame_size + 12 + 8 * count;
+    if (buf == NULL) {
+        *eh_frame_size_out = eh_frame_size;
+        *hdr_size_out = total - eh_frame_size;
+        return 0;
     }
-#undef code_at
-
-    if (buf != NULL && w.n > w.cap) {
+    if (total > cap) {
         errno = ENOBUFS;
         return -1;
     }
+    for (size_t k = 1; k < count; k++) {
+        size_t fde = first_fde + k * fde_size;
+        memcpy(buf + fde, buf + first_fde, fde_size);
+        store_u32(buf + fde + 4, (uint32_t)(fde + 4 - cie));
+        store_u32(buf + fde + 8,
+                  (uint32_t)(int32_t)(code_at(k) - (int64_t)(fde + 8)));
+    }
+    unsigned char *p = buf + first_fde + count * fde_size;
+    store_u32(p, 0);              /* terminator */
+
+    /* .eh_frame_hdr, right after the .eh_frame: a table sorted by
+       address, whose entries are relative to the header's first byte. */
+    p = buf + eh_frame_size;
+    p[0] = 1;                     /* version */
+    p[1] = DW_EH_PE_pcrel | DW_EH_PE_sdata4;        /* eh_frame_ptr */
+    p[2] = DW_EH_PE_udata4;                         /* fde_count */
+    p[3] = DW_EH_PE_datarel | DW_EH_PE_sdata4;      /* table */
+    store_u32(p + 4, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
+    store_u32(p + 8, (uint32_t)count);
+    for (size_t k = 0; k < count; k++) {
+        unsigned char *e = p + 12 + 8 * k;
+        store_u32(e, (uint32_t)(int32_t)(code_at(k)
+                                         - (int64_t)eh_frame_size));
+        store_u32(e + 4, (uint32_t)((int32_t)(first_fde + k * fde_size)
+                                    - (int32_t)eh_frame_size));
+    }
+#undef code_at
     *eh_frame_size_out = eh_frame_size;
-    *hdr_size_out = w.n - hdr;
+    *hdr_size_out = total - eh_frame_size;
     return 0;
 }
 

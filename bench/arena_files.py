@@ -12,7 +12,8 @@ built without frame pointers, two ways to get DWARF-unwound profiles:
             perf inject --jit, perf report of the injected file
 
 and for each: the files and bytes left in /tmp, the bytes in a private
-build-id directory (what ~/.debug would grow by), and the wall-clock
+build-id directory (what ~/.debug would grow by because of the Python
+functions: the files perf caches for them), and the wall-clock
 time of record, inject and report (a second opinion: shared cores).
 
 Then the instruction counts (callgrind, PYTHONHASHSEED=0) on the
@@ -71,12 +72,15 @@ def size(paths):
     return sum(os.path.getsize(p) for p in paths)
 
 
-def tree_size(path):
+def tree_size(path, only=("py-perf-", "jitted-")):
+    """Bytes of the files under `path` that come from Python functions:
+    the cache also holds the interpreter, libc and the kernel's symbols,
+    the same for both ways."""
     total = 0
     for root, _, names in os.walk(path):
         for name in names:
             p = os.path.join(root, name)
-            if not os.path.islink(p):
+            if not os.path.islink(p) and any(o in p for o in only):
                 total += os.path.getsize(p)
     return total
 
