@@ -31,7 +31,8 @@
  * thousands of functions.  Handing out a slot of a file arena writes its
  * symbol.
  *
- * This file calls only the arena files (Python/perf_elf.c).
+ * This file calls only the arena files (Python/perf_elf.c) and the symbol
+ * names (Python/perf_names.c, to forget a dead code object's).
  */
 
 #include "Python.h"
@@ -179,6 +180,7 @@ _PyPerfArena_ForgetCode(void *tramp)
     if (tramp != NULL) {
         _PyPerfSlot *info = _PyPerfSlot_Of(tramp);
         if (info != NULL) {
+            _PyPerf_ForgetName(info->code);
             info->code = NULL;
         }
     }
@@ -229,6 +231,10 @@ _PyPerfSlot_Take(PyCodeObject *code)
         /* A failure leaves the slot without a name in the file; the
            backends' own files, on the same /tmp, will say why. */
         (void)_PyPerfElf_Name(a->elf, a->nused, code);
+        if (a->nused + 1 == a->nslots) {
+            _PyPerfElf_Close(a->elf);
+            a->elf = NULL;
+        }
     }
     _PyPerfSlot *info = &a->info[a->nused++];
     info->code = code;
@@ -240,6 +246,10 @@ _PyPerfArena_MarkInherited(void)
 {
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
+        if (a->elf != NULL) {
+            _PyPerfElf_Close(a->elf);
+            a->elf = NULL;
+        }
     }
     _PyPerfElf_AfterFork();
 }
@@ -247,6 +257,7 @@ _PyPerfArena_MarkInherited(void)
 void
 _PyPerfArena_ForgetCodes(void)
 {
+    _PyPerf_ForgetName(NULL);
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
         for (size_t i = 0; i < a->nused; i++) {
             a->info[i].code = NULL;

@@ -50,15 +50,16 @@
  * Safety
  * ------
  * The name is predictable and /tmp is shared: the file is created 0600
- * with O_EXCL and O_NOFOLLOW.  A file already there is reused only if it
- * is a regular file of ours with one link that no live process holds (an
- * earlier process with our pid left it: it is emptied); otherwise the next
- * N is tried.  Each file stays open and locked (flock) for the life of the
- * process and of its forked children, which inherit the descriptor, so
- * that nothing of ours takes a live arena for a stale one: cutting a file
- * that is mapped would kill its process with SIGBUS.  Where the mapping
- * cannot be made executable (/tmp mounted noexec, a security policy), the
- * file is removed and the caller falls back to anonymous memory.
+ * with O_EXCL and O_NOFOLLOW, and a name already taken (a stale file of an
+ * earlier process with our pid, a planted symlink, anything) is left
+ * alone: the next N is tried.  Existing files are never reused or cut:
+ * cutting a file that a live process maps (one with our pid in another
+ * pid namespace sharing /tmp) would kill it with SIGBUS.  A file's
+ * descriptor stays open only while its arena has slots to name; a forked
+ * child closes the ones it inherited (it never names the parent's slots).
+ * Where the mapping cannot be made executable (/tmp mounted noexec, a
+ * security policy), the file is removed and the caller falls back to
+ * anonymous memory.
  *
  * This file calls the unwind table (Python/perf_unwind.c) and the symbol
  * names (Python/perf_names.c); Python/perf_arena.c calls it.
@@ -73,7 +74,6 @@
 #include <errno.h>
 #include <fcntl.h>                // open()
 #include <string.h>
-#include <sys/file.h>             // flock()
 #include <sys/mman.h>             // mmap()
 #include <sys/random.h>           // getrandom()
 #include <sys/stat.h>             // fstat()
@@ -98,7 +98,7 @@ static const char shstrtab[] =
 /* Offsets of the names in shstrtab, by section. */
 static const Elf64_Word shname[NSECTIONS] = {0, 1, 20, 26, 36, 50, 58, 66};
 
-#define MAX_TRIES 8
+#define MAX_TRIES 32
 /* .strtab is declared (and the file extended) this much at a time, so
    that naming a slot is two writes: the name and the symbol. */
 #define STRTAB_CHUNK 4096
@@ -146,45 +146,24 @@ write_at(int fd, const void *buf, size_t size, uint64_t off)
     return 0;
 }
 
-/* A new file of ours, open and locked, or -1 and errno.  See "Safety". */
+/* A new file of ours, open, or -1 and errno.  See "Safety". */
 static int
 create_file(char *path, size_t path_size)
 {
     long pid = (long)getpid();
-    int last_errno = EEXIST;
     for (int tries = 0; tries < MAX_TRIES; tries++) {
         PyOS_snprintf(path, path_size, "/tmp/py-perf-%ld-%u.so", pid,
                       files_made++);
         int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW
                             | O_CLOEXEC, 0600);
-        int fresh = fd >= 0;
-        if (fd < 0 && errno == EEXIST) {
-            /* A stale file of an earlier process with our pid? */
-            fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd >= 0) {
+            return fd;
         }
-        if (fd < 0) {
-            if (errno == EEXIST || errno == ELOOP || errno == EACCES
-                || errno == EPERM || errno == ENXIO)
-            {
-                last_errno = errno;
-                continue;           /* not ours: the next name */
-            }
+        if (errno != EEXIST) {
             return -1;
         }
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)
-            || st.st_uid != geteuid() || st.st_nlink != 1
-            || flock(fd, LOCK_EX | LOCK_NB) < 0
-            || (!fresh && (ftruncate(fd, 0) < 0
-                           || fcntl(fd, F_SETFL, 0) < 0)))
-        {
-            last_errno = errno == EWOULDBLOCK ? EBUSY : EEXIST;
-            close(fd);
-            continue;
-        }
-        return fd;
     }
-    errno = last_errno;
+    errno = EEXIST;
     return -1;
 }
 
@@ -234,7 +213,11 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
 
     int saved;
     _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
-    unsigned char *img = PyMem_RawCalloc(1, (size_t)file_size);
+    /* What is written: the mapped part, then from .shstrtab to the end.
+       .symtab's zeros in between are a hole the writes leave: no memory
+       is cleared and no bytes written for them. */
+    uint64_t tail_size = file_size - shstrtab_off;
+    unsigned char *img = PyMem_RawMalloc((size_t)(mapped_end + tail_size));
     if (elf == NULL || img == NULL) {
         PyMem_RawFree(elf);
         PyMem_RawFree(img);
@@ -243,6 +226,9 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         return NULL;
     }
 
+    unsigned char *tail = img + mapped_end;
+    memset(img, 0, TEXT_OFF + slot_size);
+    memset(tail, 0, (size_t)tail_size);
     Elf64_Ehdr *eh = (Elf64_Ehdr *)img;
     memcpy(eh->e_ident, ELFMAG, SELFMAG);
     eh->e_ident[EI_CLASS] = ELFCLASS64;
@@ -301,9 +287,12 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     {
         goto fail_early;
     }
-    memcpy(img + shstrtab_off, shstrtab, sizeof(shstrtab));
+    /* (zeros from the last copy to the .eh_frame) */
+    memset(text + nslots * slot_size, 0,
+           (size_t)(eh_off - TEXT_OFF - nslots * slot_size));
+    memcpy(tail, shstrtab, sizeof(shstrtab));
 
-    Elf64_Shdr *sh = (Elf64_Shdr *)(img + shdr_off);
+    Elf64_Shdr *sh = (Elf64_Shdr *)(tail + (shdr_off - shstrtab_off));
     sh[SEC_NOTE] = (Elf64_Shdr){
         .sh_type = SHT_NOTE, .sh_flags = SHF_ALLOC, .sh_addr = NOTE_OFF,
         .sh_offset = NOTE_OFF, .sh_size = NOTE_SIZE, .sh_addralign = 4};
@@ -338,7 +327,9 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         goto fail_early;
     }
     *what = "write";
-    if (write_at(elf->fd, img, (size_t)file_size, 0) < 0) {
+    if (write_at(elf->fd, img, (size_t)mapped_end, 0) < 0
+        || write_at(elf->fd, tail, (size_t)tail_size, shstrtab_off) < 0)
+    {
         goto fail;
     }
     *what = "map executable";
@@ -414,6 +405,13 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
 }
 
 void
+_PyPerfElf_Close(_PyPerfElf *elf)
+{
+    close(elf->fd);
+    PyMem_RawFree(elf);
+}
+
+void
 _PyPerfElf_AfterFork(void)
 {
     files_made = 0;
@@ -438,6 +436,11 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
 {
     errno = ENOSYS;
     return -1;
+}
+
+void
+_PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf))
+{
 }
 
 void

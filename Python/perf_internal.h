@@ -107,6 +107,9 @@ extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
 /* Give slot `i` the symbol of `code`.  0, or -1 and errno (the slot stays
    without a name). */
 extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code);
+/* Let go of the file (its arena has no slot left to name, or is the
+   parent's in a forked child); the mapping stays. */
+extern void _PyPerfElf_Close(_PyPerfElf *elf);
 /* In the child of fork(): its files are numbered from 0 (under its own
    pid). */
 extern void _PyPerfElf_AfterFork(void);
@@ -136,7 +139,7 @@ typedef struct _PyPerfArena {
     size_t nused;                 /* slots handed out */
     int inherited;                /* made by the parent of a fork() */
     _PyPerfSlot *info;            /* one per slot */
-    _PyPerfElf *elf;              /* its file, or NULL: anonymous memory */
+    _PyPerfElf *elf;              /* its file while slots are left to name */
 } _PyPerfArena;
 
 /* Every arena, newest first. */
@@ -290,6 +293,9 @@ extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
 #define _PyPerf_NAME_MAX 3072
 extern size_t _PyPerf_SymbolName(PyCodeObject *co, char *buf,
                                  size_t *file_at);
+/* `co` is going away (NULL: every code object is): a name made for it
+   must not be given to another code object at its address. */
+extern void _PyPerf_ForgetName(PyCodeObject *co);
 /* Write `value` in lowercase hex without leading zeros at `p`, return
    the end (at most 16 bytes; no NUL).  Safe in any thread, without the
    GIL. */

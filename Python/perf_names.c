@@ -158,9 +158,27 @@ put_text(char *dst, size_t room, PyObject *str)
     return n;
 }
 
+/* The last name made, for the code object it was made for: a new
+   trampoline is named twice in a row (its arena file's symbol, then the
+   backend's record), and a name depends only on co_qualname and
+   co_filename, which a code object never changes.  Forgotten when that
+   code object dies (_PyPerf_ForgetName()), so that another one at the
+   same address is not given it.  The GIL guards it. */
+static struct {
+    PyCodeObject *code;
+    size_t len;
+    size_t file_at;
+    char name[_PyPerf_NAME_MAX + 1];
+} last;
+
 size_t
 _PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
 {
+    if (co == last.code) {
+        memcpy(buf, last.name, last.len + 1);
+        *file_at = last.file_at;
+        return last.len;
+    }
     /* "py::" QUALNAME ":" FILENAME, at most _PyPerf_NAME_MAX bytes */
     char *p = buf;
     memcpy(p, "py::", 4);
@@ -170,7 +188,20 @@ _PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
     *file_at = (size_t)(p - buf);
     p += put_text(p, _PyPerf_NAME_MAX - (size_t)(p - buf), co->co_filename);
     *p = '\0';
-    return (size_t)(p - buf);
+    size_t len = (size_t)(p - buf);
+    memcpy(last.name, buf, len + 1);
+    last.len = len;
+    last.file_at = *file_at;
+    last.code = co;
+    return len;
+}
+
+void
+_PyPerf_ForgetName(PyCodeObject *co)
+{
+    if (co == last.code || co == NULL) {
+        last.code = NULL;
+    }
 }
 
 

@@ -246,6 +246,7 @@ for mode in perf perf_jit; do
         perf_jit) f=/tmp/jit-$pid.dump ;;
     esac
     if [ -n "$pid" ] && [ -f "$f" ]; then cp "$f" "$out/" && rm -f "$f"; fi
+    [ -n "$pid" ] && rm -f /tmp/py-perf-"$pid"-*.so
     if [ $rc -ne 0 ] || [ -z "$pid" ] || [ ! -f "$out/stack.txt" ] ||
             ! grep -qx "active True" "$out/stdout.txt"; then
         cat "$out/stdout.txt" "$out/stderr.txt"

@@ -49,7 +49,7 @@ perf record -q -F 999 -g -o "$work/perf.data" \
     sh -c 'echo $$ > "$1"; exec ./python -X perf "$2"' sh "$work/pid" "$work/prog.py" \
     > "$work/perf-record.log" 2>&1 || { cat "$work/perf-record.log"; fail "perf record failed (perf installed? perf_event_paranoid <= 1 or root?)"; }
 perf script -i "$work/perf.data" > "$work/perf-script.txt" 2>/dev/null
-rm -f "/tmp/perf-$(cat "$work/pid").map"
+rm -f "/tmp/perf-$(cat "$work/pid").map" /tmp/py-perf-"$(cat "$work/pid")"-*.so
 grep -q 'py::check_dist_leaf' "$work/perf-script.txt" ||
     fail "perf script names no py::check_dist_leaf ($work/perf-script.txt)"
 echo "check-dist: perf record -g names py::check_dist_leaf"

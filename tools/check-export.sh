@@ -50,9 +50,11 @@ cd "$work/obj"
 make -j"$jobs" > make.log 2>&1 || { tail -30 make.log; fail "make failed ($work/obj/make.log)"; }
 ./python -m sysconfig | grep -q 'PY_HAVE_PERF_TRAMPOLINE = "1"' ||
     fail "the build from the series has no PY_HAVE_PERF_TRAMPOLINE"
-./python -X perf -c 'import os, sys
+./python -X perf -c 'import glob, os, sys
 assert sys.is_stack_trampoline_active()
 sys.deactivate_stack_trampoline()
-os.unlink(f"/tmp/perf-{os.getpid()}.map")' ||
+for p in [f"/tmp/perf-{os.getpid()}.map",
+          *glob.glob(f"/tmp/py-perf-{os.getpid()}-*.so")]:
+    os.unlink(p)' ||
     fail "-X perf does not activate the trampoline"
 echo "check-export: OK in $(( $(date +%s) - start )) s: quilt and git am reproduce $src, autoreconf + configure + make build it, with trampolines"

@@ -248,7 +248,7 @@ EOF
         esac
         names=$(grep -a -o 'py::[A-Za-z_.<>]*:/usr/lib/python3/dist-packages/[a-z]*' \
                 "$file" | sed 's,.*/,,' | sort | uniq -c | tr '\n' ' ')
-        rm -f "$file"
+        rm -f "$file" /tmp/py-perf-"$pid"-*.so
         echo "-X $mode: numpy ${out#* }; py:: entries by package: $names"
         for package in numpy django; do
             case $names in

@@ -21,5 +21,6 @@ for f in foo bar baz; do
     }
 done
 echo
-echo "py::baz, py::bar and py::foo are named.  perf.data: $data; the symbol map"
-echo "perf reads it with is /tmp/perf-<pid>.map.  Try: perf report -i $data"
+echo "py::baz, py::bar and py::foo are named.  perf.data: $data; perf reads the"
+echo "names from the trampolines' own ELF files, /tmp/py-perf-<pid>-<n>.so (the"
+echo "perf map /tmp/perf-<pid>.map has them too).  Try: perf report -i $data"

@@ -16,14 +16,15 @@ With --record, it makes that profile first: `perf record -q -F 999 -g` of
 removed from its environment, PYTHONHASHSEED=0; SCRIPT made absolute),
 then `perf script`, in a
 private directory (kept in DIR with --keep; perf's build-id cache in DIR
-with --buildid-dir).  The perf map of that interpreter, and only that one,
-is removed from /tmp afterwards.  A failed run prints its stderr and exits
+with --buildid-dir).  The perf map and the trampoline files of that
+interpreter, and only those, are removed from /tmp afterwards.  A failed run prints its stderr and exits
 with 1.
 
 Shared by tools/check-install.sh, check-pgo.sh, check-clang.sh, deb.sh and
 tools/abi/dlopen_host.sh; runs under any Python 3 (stdlib only).
 """
 
+import glob
 import os
 import shutil
 import subprocess
@@ -87,9 +88,16 @@ def record(python, script, buildid_dir, workdir):
                 f.write(text)
         try:
             with open(pidfile) as f:
-                os.unlink("/tmp/perf-%d.map" % int(f.read()))
+                pid = int(f.read())
         except (OSError, ValueError):
-            pass
+            pid = None
+        if pid is not None:
+            for path in ["/tmp/perf-%d.map" % pid,
+                         *glob.glob("/tmp/py-perf-%d-*.so" % pid)]:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
         if status != 0:
             err.seek(0)
             sys.stderr.write(err.read().decode("utf-8", "replace"))

@@ -7,6 +7,7 @@ child itself spends, a steadier figure on a busy machine) and the size
 of the files the last child left (/tmp/perf-CHILD.map and
 /tmp/jit-CHILD.dump; 0 when there is none).  Every child's files are
 removed.  Argument: how many forks to time (default 200)."""
+import glob
 import os
 import statistics
 import sys
@@ -17,7 +18,8 @@ NFUNCS = 50_000
 
 def remove_files(pid):
     size = 0
-    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
+    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump",
+                 *glob.glob(f"/tmp/py-perf-{pid}-*.so")):
         try:
             size += os.stat(path).st_size
             os.unlink(path)

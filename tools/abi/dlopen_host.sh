@@ -59,7 +59,8 @@ command -v perf >/dev/null 2>&1 || {
 # forget PID MARKER: remove what process PID left in /tmp after MARKER.
 forget() {
     find /tmp -maxdepth 1 -newer "$2" \( -name "perf-$1.map" \
-        -o -name "jit-$1.dump" -o -name "jitted-$1-*.so" \) \
+        -o -name "jit-$1.dump" -o -name "jitted-$1-*.so" \
+        -o -name "py-perf-$1-*.so" \) \
         -exec rm -f {} + 2>/dev/null
 }
 

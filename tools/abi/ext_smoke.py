@@ -9,6 +9,7 @@ one summary line; exits non-zero when a check fails.
 """
 
 import gc
+import glob
 import os
 import sys
 import threading
@@ -216,6 +217,9 @@ def main():
                 os.unlink(path)
             except OSError:
                 pass
+            # and this process's trampoline files (mapped: unlinking keeps them)
+            for p in glob.glob(f"/tmp/py-perf-{os.getpid()}-*.so"):
+                os.unlink(p)
     print(f"abiext ({kind or 'off'}): {n - failed} passed, {failed} failed")
     return 1 if failed else 0
 

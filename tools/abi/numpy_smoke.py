@@ -11,6 +11,7 @@ calls from numpy's C code into Python go through the perf trampoline
 when it is on.  Ends with one summary line; exits non-zero on failure.
 """
 
+import glob
 import os
 import sys
 import traceback
@@ -121,6 +122,9 @@ def trampoline_file():
             os.unlink(path)
         except OSError:
             pass
+        # and this process's trampoline files (mapped: unlinking keeps them)
+        for p in glob.glob(f"/tmp/py-perf-{os.getpid()}-*.so"):
+            os.unlink(p)
 
 
 def main():

@@ -60,6 +60,10 @@ function record(name, xopts) {
                'echo $$ >"$0"; exec "$@"', pidFile, PYTHON, ...xopts, DEMO]);
   const pid = fs.readFileSync(pidFile, 'utf8').trim();
   maps.push(`/tmp/perf-${pid}.map`);
+  // and its trampoline files, /tmp/py-perf-PID-N.so
+  for (const f of fs.readdirSync('/tmp')) {
+    if (f.startsWith(`py-perf-${pid}-`) && f.endsWith('.so')) maps.push(`/tmp/${f}`);
+  }
   return data;
 }
 

@@ -8,6 +8,8 @@ and friends, one module per concern:
   test_process_shapes   forks, perf attached later, embedding, other writers
   test_helpers          the readers and cleanup of test.support.perf_helper
   test_jitdump          /tmp/jit-PID.dump, and profiling with perf inject --jit
+  test_arena_files      /tmp/py-perf-PID-N.so, the trampolines' ELF files, and
+                        DWARF unwinding through them without inject
   test_sys_api          the sys functions
   test_child_processes  the options children inherit
   test_hostile_input    bad values, the sys functions from unusual places
