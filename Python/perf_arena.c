@@ -80,13 +80,8 @@ anonymous_code(size_t size, size_t slot_size, size_t nslots)
     if (mem == MAP_FAILED) {
         return NULL;
     }
-    /* One copy of the template, then doubling copies of the filled part;
-       fresh anonymous pages are zeroed, and so are the gaps. */
-    memcpy(mem, _Py_trampoline_func_start, _PyPerf_CodeSize());
-    for (size_t done = 1; done < nslots; done *= 2) {
-        size_t n = done < nslots - done ? done : nslots - done;
-        memcpy(mem + done * slot_size, mem, n * slot_size);
-    }
+    /* Fresh anonymous pages are zeroed, and so are the gaps. */
+    _PyPerf_FillSlots((unsigned char *)mem, nslots, slot_size);
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
         int saved = errno;
         munmap(mem, size);

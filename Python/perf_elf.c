@@ -187,7 +187,6 @@ _PyPerfElf *
 _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
                const char **what)
 {
-    size_t code_size = _PyPerf_CodeSize();
     long pagesz = sysconf(_SC_PAGESIZE);
     uint64_t page = pagesz > 0 ? (uint64_t)pagesz : 4096;
 
@@ -272,14 +271,9 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     memcpy(img + NOTE_OFF + sizeof(Elf64_Nhdr), "GNU", 4);
     build_id(img + NOTE_OFF + sizeof(Elf64_Nhdr) + 4);
 
-    /* One copy of the template, then doubling copies of the filled part;
-       the gaps between copies stay zeros. */
+    /* (the first slot was zeroed above: the gaps are zeros) */
     unsigned char *text = img + TEXT_OFF;
-    memcpy(text, _Py_trampoline_func_start, code_size);
-    for (size_t done = 1; done < nslots; done *= 2) {
-        size_t n = done < nslots - done ? done : nslots - done;
-        memcpy(text + done * slot_size, text, n * slot_size);
-    }
+    _PyPerf_FillSlots(text, nslots, slot_size);
     size_t eh_size2, hdr_size2;
     if (_PyPerfUnwind_Table(nslots, slot_size, eh_off - TEXT_OFF,
                             img + eh_off, (size_t)(mapped_end - eh_off),

@@ -16,6 +16,7 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <pthread.h>
+#include <string.h>               // memcpy()
 
 /* Hidden: the files reach each other's functions and variables without
    going through the dynamic symbol table (in a shared libpython, nor its
@@ -121,6 +122,19 @@ static inline size_t
 _PyPerf_CodeSize(void)
 {
     return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+}
+
+/* Fill `nslots` slots `slot_size` bytes apart at `mem` with copies of the
+   template: one copy, then doubling copies of the filled part, so that
+   the gap after the first copy (zeros, the caller's) is copied too. */
+static inline void
+_PyPerf_FillSlots(unsigned char *mem, size_t nslots, size_t slot_size)
+{
+    memcpy(mem, _Py_trampoline_func_start, _PyPerf_CodeSize());
+    for (size_t done = 1; done < nslots; done *= 2) {
+        size_t n = done < nslots - done ? done : nslots - done;
+        memcpy(mem + done * slot_size, mem, n * slot_size);
+    }
 }
 
 typedef struct {

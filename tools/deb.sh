@@ -42,7 +42,9 @@
 #     system's python3.11, in /usr/lib/python3/dist-packages) import and
 #     run a small workload under -X perf and -X perf_jit, and their Python
 #     functions are in the perf map and the jitdump;
-#   - the perf tests with the unpacked interpreter.
+#   - the perf tests with the unpacked interpreter (the test modules
+#     from the patched source: the package with Debian's test suite is
+#     architecture-independent, and not built by -B).
 set -eu
 patches=$1 work=$2 jobs=$3 step=${4:-all}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -260,7 +262,18 @@ EOF
         done
     done
 
-    echo "+ the perf tests with $py"
+    # Debian ships the test modules in libpython3.11-testsuite, an
+    # architecture-independent package that `dpkg-buildpackage -B` does
+    # not build; test.support and regrtest are in libpython3.11-stdlib.
+    # The series' own test modules come from the patched source tree, into
+    # the unpacked root (not the system's Python).
+    tests=$root/usr/lib/python3.11/test
+    srctests=$work/python3.11-3.11.2/Lib/test
+    for t in test_perf_profiler test_perf_unwind.py test_perfmaps.py \
+             test_perf_storms.py support/perf_helper.py; do
+        [ -e "$tests/$t" ] || cp -r "$srctests/$t" "$tests/$t"
+    done
+    echo "+ the perf tests with $py (modules from the patched source)"
     run -m test test_perf_profiler test_perf_unwind test_perfmaps \
         test_perf_storms
 }
