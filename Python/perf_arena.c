@@ -148,6 +148,12 @@ arena_new(size_t slot_size)
     a->nslots = nslots;
     a->info = info;
     a->prev = _PyPerf_arenas;
+    if (a->prev != NULL && a->prev->elf != NULL) {
+        /* No slot of an arena but the newest is handed out again (its
+           slots were too close for the backend, or it is full). */
+        _PyPerfElf_Close(a->prev->elf);
+        a->prev->elf = NULL;
+    }
     _PyPerf_arenas = a;
     return a;
 fail:;
@@ -161,7 +167,9 @@ _PyPerfSlot *
 _PyPerfSlot_Of(const char *tramp)
 {
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
-        if (tramp >= a->start && tramp < a->start + a->size) {
+        if (tramp >= a->start
+            && tramp < a->start + a->nslots * a->slot_size)
+        {
             return &a->info[(size_t)(tramp - a->start) / a->slot_size];
         }
     }
@@ -242,7 +250,7 @@ _PyPerfArena_MarkInherited(void)
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
         if (a->elf != NULL) {
-            _PyPerfElf_Close(a->elf);
+            _PyPerfElf_Drop(a->elf);
             a->elf = NULL;
         }
     }

@@ -56,7 +56,9 @@
  * cutting a file that a live process maps (one with our pid in another
  * pid namespace sharing /tmp) would kill it with SIGBUS.  A file's
  * descriptor stays open only while its arena has slots to name; a forked
- * child closes the ones it inherited (it never names the parent's slots).
+ * child closes the ones it inherited (it never names the parent's slots),
+ * and before each write the descriptor is checked to be still the file
+ * (a daemon that closes every descriptor may have reused its number).
  * Where the mapping cannot be made executable (/tmp mounted noexec, a
  * security policy), the file is removed and the caller falls back to
  * anonymous memory.
@@ -98,13 +100,17 @@ static const char shstrtab[] =
 /* Offsets of the names in shstrtab, by section. */
 static const Elf64_Word shname[NSECTIONS] = {0, 1, 20, 26, 36, 50, 58, 66};
 
-#define MAX_TRIES 32
+/* Names tried before giving up: stale files of earlier processes with our
+   pid (a container's pid 1, restarted with the same /tmp) pile up. */
+#define MAX_TRIES 1024
 /* .strtab is declared (and the file extended) this much at a time, so
    that naming a slot is two writes: the name and the symbol. */
 #define STRTAB_CHUNK 4096
 
 struct _PyPerfElf {
     int fd;
+    dev_t dev;                    /* the file the descriptor must still be */
+    ino_t ino;
     char path[64];
     size_t slot_size;
     uint64_t symtab_off;          /* file offset of symbol 0 */
@@ -175,8 +181,8 @@ build_id(unsigned char *id)
         /* No entropy yet (early boot): unique enough for a cache key. */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t v[3] = {(uint64_t)ts.tv_sec, (uint64_t)ts.tv_nsec,
-                         (uint64_t)getpid() << 32 | files_made};
+        uint64_t v[3] = {(uint64_t)getpid() << 32 | files_made,
+                         (uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec};
         memset(id, 0, BUILD_ID_SIZE);
         memcpy(id, v, sizeof(v) < BUILD_ID_SIZE ? sizeof(v)
                                                  : BUILD_ID_SIZE);
@@ -332,7 +338,17 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     if (mem == MAP_FAILED) {
         goto fail;
     }
-    __builtin___clear_cache((char *)mem, (char *)mem + map_len);
+    /* (No cache flush: nothing is stored through this mapping; the kernel
+       keeps instruction caches coherent with the file's pages.) */
+    struct stat st;
+    if (fstat(elf->fd, &st) < 0) {
+        int saved2 = errno;
+        munmap(mem, (size_t)map_len);
+        errno = saved2;
+        goto fail;
+    }
+    elf->dev = st.st_dev;
+    elf->ino = st.st_ino;
     PyMem_RawFree(img);
     elf->slot_size = slot_size;
     elf->symtab_off = symtab_off;
@@ -357,9 +373,30 @@ fail_early:
     return NULL;
 }
 
+/* Is the descriptor still the file?  It may have been closed behind our
+   back (a daemon's closerange() after fork) and its number given to
+   another file: nothing of ours goes into that one, and it is not ours to
+   close.  If not, the file is forgotten. */
+static int
+still_ours(_PyPerfElf *elf)
+{
+    struct stat st;
+    if (elf->fd >= 0
+        && (fstat(elf->fd, &st) < 0 || st.st_dev != elf->dev
+            || st.st_ino != elf->ino))
+    {
+        elf->fd = -1;
+    }
+    return elf->fd >= 0;
+}
+
 int
 _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
 {
+    if (!still_ours(elf)) {
+        errno = EBADF;
+        return -1;
+    }
     char name[_PyPerf_NAME_MAX + 1];
     size_t file_at;
     size_t len = _PyPerf_SymbolName(code, name, &file_at) + 1;
@@ -401,8 +438,22 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
 void
 _PyPerfElf_Close(_PyPerfElf *elf)
 {
-    close(elf->fd);
+    if (still_ours(elf)) {
+        close(elf->fd);
+    }
     PyMem_RawFree(elf);
+}
+
+void
+_PyPerfElf_Drop(_PyPerfElf *elf)
+{
+    /* A fork() child handler: no allocator call (tracemalloc's lock may
+       be held by a thread that does not exist in the child); the few bytes
+       of the record stay. */
+    if (still_ours(elf)) {
+        close(elf->fd);
+        elf->fd = -1;
+    }
 }
 
 void
@@ -434,6 +485,11 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
 
 void
 _PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf))
+{
+}
+
+void
+_PyPerfElf_Drop(_PyPerfElf *Py_UNUSED(elf))
 {
 }
 

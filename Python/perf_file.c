@@ -46,6 +46,8 @@
 
 struct _PyPerfFile {
     int fd;                       /* -1 when closed */
+    dev_t dev;                    /* the file fd must still be (fstat) */
+    ino_t ino;
     long pid;                     /* the pid in the file name */
     int kept;                     /* the file had records when opened */
     char path[64];
@@ -206,6 +208,8 @@ _PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
     else {
         file->kept = st.st_size > 0;
     }
+    file->dev = st.st_dev;
+    file->ino = st.st_ino;
     file->fd = fd;
     return 0;
 fail:;
@@ -215,12 +219,29 @@ fail:;
     return -1;
 }
 
+/* Is the descriptor still our file?  It may have been closed behind our
+   back (a daemon's closerange() after fork) and its number given to
+   another file: nothing of ours goes into that one, and it is not ours to
+   close.  If not, the file is forgotten. */
+static int
+still_ours(_PyPerfFile *file)
+{
+    struct stat st;
+    if (file->fd >= 0
+        && (fstat(file->fd, &st) < 0 || st.st_dev != file->dev
+            || st.st_ino != file->ino))
+    {
+        file->fd = -1;
+    }
+    return file->fd >= 0;
+}
+
 /* Let go of the file without touching it: in the child of fork(), the
    descriptor (and its lock) is the parent's. */
 void
 _PyPerfFile_Drop(_PyPerfFile *file)
 {
-    if (file->fd >= 0) {
+    if (still_ours(file)) {
         close(file->fd);
         file->fd = -1;
     }
@@ -231,7 +252,7 @@ _PyPerfFile_Drop(_PyPerfFile *file)
 void
 _PyPerfFile_Close(_PyPerfFile *file)
 {
-    if (file->fd >= 0) {
+    if (still_ours(file)) {
         (void)flock(file->fd, LOCK_UN);
     }
     _PyPerfFile_Drop(file);
@@ -291,6 +312,10 @@ int
 _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
 {
     assert(size <= PERF_RECORD_MAX);
+    if (!still_ours(file)) {
+        errno = EBADF;
+        return -1;
+    }
     ssize_t n;
     do {
         n = write(file->fd, file->stage, size);

@@ -111,6 +111,8 @@ extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code);
 /* Let go of the file (its arena has no slot left to name, or is the
    parent's in a forked child); the mapping stays. */
 extern void _PyPerfElf_Close(_PyPerfElf *elf);
+/* The same in the child of fork(), without freeing anything. */
+extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* In the child of fork(): its files are numbered from 0 (under its own
    pid). */
 extern void _PyPerfElf_AfterFork(void);

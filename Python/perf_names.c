@@ -174,7 +174,7 @@ static struct {
 size_t
 _PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
 {
-    if (co == last.code) {
+    if (co == last.code && co != NULL) {
         memcpy(buf, last.name, last.len + 1);
         *file_at = last.file_at;
         return last.len;

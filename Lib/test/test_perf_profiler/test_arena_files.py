@@ -241,6 +241,38 @@ class TestArenaFile(unittest.TestCase):
         # on the trampoline it inherited, in the parent's file
         self.assertNotIn("py::in_both:<string>", child_names)
 
+    def test_descriptor_closed_behind_our_back(self):
+        # A daemon closes every descriptor after fork() and opens its log,
+        # which may get the number of the arena file's descriptor: new
+        # functions must not write a byte into the log.
+        code = """
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            def first(): return 1
+            first()
+            os.closerange(3, 4096)
+            log = os.path.join(sys.argv[1], "log")
+            fds = [os.open(log + str(i), os.O_RDWR | os.O_CREAT, 0o600)
+                   for i in range(8)]
+            for fd in fds:
+                os.write(fd, b"log line\\n")
+            ns = {}
+            exec("\\n".join(f"def g{i}(): return {i}" for i in range(600)),
+                 ns)
+            print(sum(ns[f"g{i}"]() for i in range(600)))
+            for fd in fds:
+                os.close(fd)
+            """
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, ignore_errors=True)
+        proc, pids = run_and_forget(self, "-X", "perf", "-c",
+                                    textwrap.dedent(code), tmp)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertEqual(proc.stdout.split()[-1], str(sum(range(600))))
+        for i in range(8):
+            with open(os.path.join(tmp, f"log{i}"), "rb") as f:
+                self.assertEqual(f.read(), b"log line\n")
+
     def test_planted_symlink_and_stale_file(self):
         pid1 = pid_namespace_command(self)
         # In a fresh pid namespace the interpreter is pid 1: its first
