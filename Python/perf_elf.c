@@ -373,21 +373,12 @@ fail_early:
     return NULL;
 }
 
-/* Is the descriptor still the file?  It may have been closed behind our
-   back (a daemon's closerange() after fork) and its number given to
-   another file: nothing of ours goes into that one, and it is not ours to
-   close.  If not, the file is forgotten. */
+/* (Python/perf_file.c: a descriptor closed behind our back is not ours
+   to write to or close.) */
 static int
 still_ours(_PyPerfElf *elf)
 {
-    struct stat st;
-    if (elf->fd >= 0
-        && (fstat(elf->fd, &st) < 0 || st.st_dev != elf->dev
-            || st.st_ino != elf->ino))
-    {
-        elf->fd = -1;
-    }
-    return elf->fd >= 0;
+    return _PyPerf_KeepIfSameFile(&elf->fd, elf->dev, elf->ino);
 }
 
 int

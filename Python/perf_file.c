@@ -219,21 +219,22 @@ fail:;
     return -1;
 }
 
-/* Is the descriptor still our file?  It may have been closed behind our
-   back (a daemon's closerange() after fork) and its number given to
-   another file: nothing of ours goes into that one, and it is not ours to
-   close.  If not, the file is forgotten. */
+int
+_PyPerf_KeepIfSameFile(int *fd, dev_t dev, ino_t ino)
+{
+    struct stat st;
+    if (*fd >= 0
+        && (fstat(*fd, &st) < 0 || st.st_dev != dev || st.st_ino != ino))
+    {
+        *fd = -1;
+    }
+    return *fd >= 0;
+}
+
 static int
 still_ours(_PyPerfFile *file)
 {
-    struct stat st;
-    if (file->fd >= 0
-        && (fstat(file->fd, &st) < 0 || st.st_dev != file->dev
-            || st.st_ino != file->ino))
-    {
-        file->fd = -1;
-    }
-    return file->fd >= 0;
+    return _PyPerf_KeepIfSameFile(&file->fd, file->dev, file->ino);
 }
 
 /* Let go of the file without touching it: in the child of fork(), the

@@ -17,6 +17,7 @@
 
 #include <pthread.h>
 #include <string.h>               // memcpy()
+#include <sys/types.h>            // dev_t, ino_t
 
 /* Hidden: the files reach each other's functions and variables without
    going through the dynamic symbol table (in a shared libpython, nor its
@@ -293,6 +294,11 @@ extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
    been written. */
 extern int _PyPerfFile_Kept(const _PyPerfFile *file);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
+/* Is `*fd` still the file (`dev`, `ino`) it was opened as?  It may have
+   been closed behind our back (a daemon's closerange() after fork) and its
+   number given to another file: nothing of ours goes into that one, and it
+   is not ours to close.  If not, *fd becomes -1.  Returns *fd >= 0. */
+extern int _PyPerf_KeepIfSameFile(int *fd, dev_t dev, ino_t ino);
 /* For init() failing at something other than making the file: the warning
    then says "cannot WHAT PATH DETAIL: <errno>" (static strings). */
 extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
