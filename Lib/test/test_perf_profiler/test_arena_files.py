@@ -411,6 +411,13 @@ class TestArenaFilesUnderPerf(PerfTestCase):
                      else ("--call-graph", "dwarf"))
         out, samples, script, pid = self.record(
             source, "-X", "perf", callgraph=(*callgraph, "--buildid-all"))
+        # perf archives a file only if a sample's own address is in it
+        # (a trampoline's five instructions per call make that likely, not
+        # certain: on a busy machine it missed once in CI).
+        if not any(s and s[0][1].startswith(f"/tmp/py-perf-{pid}-")
+                   for s in samples):
+            self.skipTest("no sample landed in a trampoline itself, so "
+                          "perf 6.1 archives no trampoline file")
         data = os.path.join(self.tmp, "perf.data")
         proc = subprocess.run(perf_command("archive", data),
                               capture_output=True, text=True, timeout=300)
