@@ -43,8 +43,9 @@
 #     run a small workload under -X perf and -X perf_jit, and their Python
 #     functions are in the perf map and the jitdump;
 #   - the perf tests with the unpacked interpreter (the test modules
-#     from the patched source: the package with Debian's test suite is
-#     architecture-independent, and not built by -B).
+#     from this checkout: the package with Debian's test suite is
+#     architecture-independent, and not built by -B), with the debug
+#     files of the -dbg packages where perf and gdb find them.
 set -eu
 patches=$1 work=$2 jobs=$3 step=${4:-all}
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -180,7 +181,35 @@ check() {
     for d in $debs; do
         dpkg -x "$d" "$root"
     done
+    # The binaries in the .debs are stripped; their debug files are in the
+    # -dbg packages, under /usr/lib/debug/.build-id/, where perf and gdb
+    # find them once a user installs python3.11-dbg.  The unpacked root is
+    # not /, so each one goes where both also look: the .debug directory
+    # beside its binary, under the name of the binary's .gnu_debuglink.
+    # Without them perf names the interpreter's functions around the
+    # trampolines [unknown] (a stripped binary keeps only .dynsym).
+    dbg=$work/dbg
+    rm -rf "$dbg"
+    for d in "$work"/*-dbg_*.deb; do
+        dpkg -x "$d" "$dbg"
+    done
+    linked=0
+    for f in $(find "$root" -type f \( -perm -u+x -o -name '*.so*' \)); do
+        link=$(readelf --string-dump=.gnu_debuglink "$f" 2>/dev/null |
+               sed -n 's/^ *\[ *0\] *//p')
+        id=$(readelf -n "$f" 2>/dev/null | sed -n 's/^ *Build ID: //p')
+        [ -n "$link" ] && [ -n "$id" ] || continue
+        debug=$dbg/usr/lib/debug/.build-id/$(echo "$id" | cut -c1-2)/$(echo "$id" | cut -c3-).debug
+        [ -f "$debug" ] || continue
+        mkdir -p "$(dirname "$f")/.debug"
+        cp "$debug" "$(dirname "$f")/.debug/$link"
+        linked=$((linked + 1))
+    done
+    echo "debug files of the -dbg packages beside their binaries: $linked"
     py=$root/usr/bin/python3.11
+    [ -f "$(dirname "$py")/.debug/$(readelf --string-dump=.gnu_debuglink "$py" |
+                          sed -n 's/^ *\[ *0\] *//p')" ] || {
+        echo "error: no debug file of $py in the -dbg packages" >&2; exit 1; }
     # Debian's site.py looks in its prefix's lib/python3/dist-packages:
     # the system's, where python3-numpy and python3-django are, is added.
     run() { env -u PYTHONPERFSUPPORT -u PYTHON_PERF_JIT_SUPPORT \
@@ -265,15 +294,18 @@ EOF
     # Debian ships the test modules in libpython3.11-testsuite, an
     # architecture-independent package that `dpkg-buildpackage -B` does
     # not build; test.support and regrtest are in libpython3.11-stdlib.
-    # The series' own test modules come from the patched source tree, into
-    # the unpacked root (not the system's Python).
+    # The series' own test modules come from this checkout (the tests the
+    # series carries, as of now: they are not compiled into anything),
+    # into the unpacked root (not the system's Python), over the package's
+    # copy of perf_helper (libpython3.11-stdlib has test.support).
     tests=$root/usr/lib/python3.11/test
-    srctests=$work/python3.11-3.11.2/Lib/test
+    srctests=$here/Lib/test
     for t in test_perf_profiler test_perf_unwind.py test_perfmaps.py \
              test_perf_storms.py support/perf_helper.py; do
-        [ -e "$tests/$t" ] || cp -r "$srctests/$t" "$tests/$t"
+        rm -rf "${tests:?}/$t"
+        cp -r "$srctests/$t" "$tests/$t"
     done
-    echo "+ the perf tests with $py (modules from the patched source)"
+    echo "+ the perf tests with $py (modules from this checkout)"
     run -m test test_perf_profiler test_perf_unwind test_perfmaps \
         test_perf_storms
 }

@@ -182,19 +182,32 @@ WRITES_RCX = re.compile(
     r"|^(?:xchg|cmpxchg|rep|cpuid|syscall|rdtsc|loop)")
 
 
-def evaluator_transfers(code):
+def loads_evaluator(insn, evaluator):
+    """Whether the instruction puts the address `evaluator` (of
+    _PyEval_EvalFrameDefault; None when unknown) into %rcx: a
+    position-independent build computes it from %rip (gdb's comment names
+    the symbol), a build without PIE (Debian's python3.11) moves it as an
+    immediate into %ecx, which clears the upper half of %rcx."""
+    if re.search(r",%rcx\b", insn) and "<_PyEval_EvalFrameDefault>" in insn:
+        return True
+    m = re.match(r"movl?\s+\$0x([0-9a-f]+),%[er]cx\b", insn)
+    return bool(m and evaluator is not None
+                and int(m.group(1), 16) == evaluator)
+
+
+def evaluator_transfers(code, evaluator=None):
     """Follow every path of the function `code` (parse_disassembly()) from
-    each instruction that loads _PyEval_EvalFrameDefault's address into
-    %rcx, as long as %rcx keeps it: through direct jumps within the
-    function, both ways at conditional ones, ending at a call (which may
-    change %rcx), a return, an instruction that writes %rcx or a jump out
-    of the function.  Returns the indirect calls and the indirect jumps
-    those paths reach: [(address, instruction)] each."""
+    each instruction that loads _PyEval_EvalFrameDefault's address
+    (`evaluator`, see loads_evaluator()) into %rcx, as long as %rcx keeps
+    it: through direct jumps within the function, both ways at conditional
+    ones, ending at a call (which may change %rcx), a return, an
+    instruction that writes %rcx or a jump out of the function.  Returns
+    the indirect calls and the indirect jumps those paths reach:
+    [(address, instruction)] each."""
     index = {addr: n for n, (addr, _) in enumerate(code)}
     calls, jumps = {}, {}
     for start, (_, insn) in enumerate(code):
-        if not (re.search(r",%rcx\b", insn)
-                and "<_PyEval_EvalFrameDefault>" in insn):
+        if not loads_evaluator(insn, evaluator):
             continue
         todo, seen = [start + 1], set()
         while todo:

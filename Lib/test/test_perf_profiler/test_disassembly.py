@@ -70,6 +70,21 @@ class TestDisassemblyCheck(unittest.TestCase):
             self.assertEqual(([i for _, i in calls], [i for _, i in jumps]),
                              expected)
 
+    def test_immediate_load_without_pie(self):
+        # A build without PIE (Debian's python3.11) moves the evaluator's
+        # address into %ecx as an immediate, which gdb does not annotate:
+        # the load is known by the address.
+        code = parse_disassembly(self.disassembly(
+            "mov    $0x1000,%ecx", "xor    %edx,%edx", "call   *%r9",
+            "mov    $0x1000,%ecx", "jmp    *%rax",
+            "mov    $0x1040,%ecx", "jmp    *%r8"))
+        calls, jumps = evaluator_transfers(code, 0x1000)
+        self.assertEqual(([i for _, i in calls], [i for _, i in jumps]),
+                         (["call   *%r9"], ["jmp    *%rax"]))
+        # without the address, or with another one, nothing is a load
+        for evaluator in (None, 0x2000):
+            self.assertEqual(evaluator_transfers(code, evaluator), ([], []))
+
     def test_rcx_overwritten(self):
         for clobber in ("mov    %rbx,%rcx", "xor    %ecx,%ecx",
                         "call   0x3000 <other>", "pop    %rcx", "ret"):

@@ -1,6 +1,7 @@
 """Sampling with the real `perf record` / `perf script` through the
 trampolines of -X perf, PYTHONPERFSUPPORT and the sys API."""
 
+import re
 import shutil
 import signal
 import subprocess
@@ -125,14 +126,19 @@ class TestPerfProfiling(PerfTestCase):
         # the call away from the load changes nothing.
         for func in TRAMPOLINE_CALLERS:
             proc = subprocess.run(
-                ["gdb", "-batch", "-nx", "-ex", f"disassemble {func}",
+                ["gdb", "-batch", "-nx",
+                 "-ex", f"info address {EVALUATOR}",
+                 "-ex", f"disassemble {func}",
                  sys.executable], capture_output=True, text=True,
                 timeout=120)
             if "No symbol" in proc.stdout + proc.stderr:
                 self.skipTest("interpreter has no symbols")
+            m = re.search(r"is a function at address 0x([0-9a-f]+)",
+                          proc.stdout)
+            self.assertIsNotNone(m, proc.stdout + proc.stderr)
             code = parse_disassembly(proc.stdout)
             self.assertTrue(code, proc.stdout + proc.stderr)
-            calls, jumps = evaluator_transfers(code)
+            calls, jumps = evaluator_transfers(code, int(m.group(1), 16))
             listing = "\n".join(insn for _, insn in code)
             self.assertEqual(jumps, [],
                              f"{func} tail-calls a trampoline:\n{listing}")
