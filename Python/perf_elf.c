@@ -34,18 +34,41 @@
  *              .symtab: a null symbol, then one entry per slot, all zeros
  *              (no symbol) until the slot is handed out; all local, so
  *              that the zero entries are well-formed too
+ *              .debug_abbrev, .debug_info, .debug_aranges: one compile
+ *              unit over .text; .debug_line: its line table (see "Source
+ *              lines")
  *              .shstrtab, the section headers
- *              .strtab: grows at the end of the file
+ *              .strtab: grows at the end of the file; .debug_line_str is
+ *              the same bytes
  *
  * The unwind tables must be inside the mapping: perf's libunwind glue
  * reads them through the mapping that holds their address.  Naming slot i
- * writes its name into .strtab, then symbol i: two writes.  .strtab is
- * declared 4 KiB at a time ahead of its names (the file extended first,
- * with zeros, which are empty strings, then the size in its section
- * header), so a process killed at any point leaves a file whose every
- * symbol has its name (at worst a name without a symbol).  perf reads the file when it reports (or, with its build-id
- * cache, copies it when the recording ends): symbols written before a
- * sample are all it needs.
+ * writes its name into .strtab, its line (see "Source lines"), then
+ * symbol i.  .strtab is declared 4 KiB at a time ahead of its names (the
+ * file extended first, with zeros, which are empty strings, then the size
+ * in its section header), so a process killed at any point leaves a file
+ * whose every symbol has its name (at worst a name without a symbol).
+ * perf reads the file when it reports (or, with its build-id cache,
+ * copies it when the recording ends): symbols written before a sample are
+ * all it needs.
+ *
+ * Source lines
+ * ------------
+ * perf (through binutils' addr2line) and hotspot (through elfutils) read a
+ * source line for an address from DWARF's line table, so each slot gets
+ * its function's co_filename:co_firstlineno there (DWARF 5, the version
+ * whose file table names its files by offsets into a string section).
+ * Everything but two fields is written when the arena is made: file entry
+ * i + 1 of the table is slot i's, and one sequence over .text has one row
+ * per slot (set the file, advance the line, emit the row, advance the line
+ * back to 1, advance the address by one slot), with line 0 (no source)
+ * and the empty file name until the slot is handed out.  Each line advance
+ * is a signed LEB128 padded to 5 bytes, so naming a slot rewrites it in
+ * place, and the file entry is 4 bytes: an offset into .debug_line_str.
+ * That section is .strtab itself: the file name is the end of the slot's
+ * symbol name "py::QUALNAME:FILENAME", NUL included, so it costs no
+ * byte.  Naming slot i is then four writes, in this order: the name, the
+ * file entry, the line, the symbol.
  *
  * Safety
  * ------
@@ -92,13 +115,16 @@ _Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
 /* Sections, in the order of the section header table. */
 enum {
     SEC_NULL, SEC_NOTE, SEC_TEXT, SEC_EH_FRAME, SEC_EH_FRAME_HDR,
-    SEC_SYMTAB, SEC_STRTAB, SEC_SHSTRTAB, NSECTIONS
+    SEC_SYMTAB, SEC_ABBREV, SEC_INFO, SEC_ARANGES, SEC_LINE, SEC_SHSTRTAB,
+    SEC_STRTAB, SEC_LINE_STR, NSECTIONS
 };
 static const char shstrtab[] =
     "\0.note.gnu.build-id\0.text\0.eh_frame\0.eh_frame_hdr\0.symtab"
-    "\0.strtab\0.shstrtab";
+    "\0.debug_abbrev\0.debug_info\0.debug_aranges\0.debug_line"
+    "\0.shstrtab\0.strtab\0.debug_line_str";
 /* Offsets of the names in shstrtab, by section. */
-static const Elf64_Word shname[NSECTIONS] = {0, 1, 20, 26, 36, 50, 58, 66};
+static const Elf64_Word shname[NSECTIONS] = {
+    0, 1, 20, 26, 36, 50, 58, 72, 84, 99, 111, 121, 129};
 
 /* Names tried before giving up: stale files of earlier processes with our
    pid (a container's pid 1, restarted with the same /tmp) pile up. */
@@ -114,6 +140,8 @@ struct _PyPerfElf {
     char path[64];
     size_t slot_size;
     uint64_t symtab_off;          /* file offset of symbol 0 */
+    uint64_t files_off;           /* of .debug_line's file entry 0 */
+    uint64_t rows_off;            /* of its first slot's rows */
     uint64_t strtab_hdr_off;      /* of .strtab's section header */
     uint64_t strtab_off;
     uint64_t strtab_size;         /* what its section header declares */
@@ -126,6 +154,248 @@ static inline uint64_t
 round_up(uint64_t n, uint64_t to)
 {
     return (n + to - 1) / to * to;
+}
+
+
+/* --- Source lines (DWARF 5; see "Source lines" above) ------------------ */
+
+/* The compile unit's name, also file 0 of the line table: the first
+   string of .strtab after the empty one. */
+#define CU_NAME "py-perf-trampolines"
+#define STRTAB_INIT_SIZE (1 + sizeof(CU_NAME))
+
+/* Arenas are at most this many slots: their file entries' index fits in
+   three bytes of ULEB128 (see rows_at()). */
+#define MAX_LINE_SLOTS ((size_t)1 << 21)
+
+/* The DWARF 5 codes used here (its standard's numbers). */
+enum {
+    TAG_compile_unit = 0x11, UT_compile = 0x01,
+    AT_name = 0x03, AT_stmt_list = 0x10, AT_low_pc = 0x11,
+    AT_high_pc = 0x12, AT_comp_dir = 0x1b,
+    FORM_addr = 0x01, FORM_data8 = 0x07, FORM_string = 0x08,
+    FORM_udata = 0x0f, FORM_sec_offset = 0x17, FORM_line_strp = 0x1f,
+    LNS_copy = 1, LNS_advance_line = 3, LNS_set_file = 4,
+    LNS_fixed_advance_pc = 9, LNE_end_sequence = 1, LNE_set_address = 2,
+    LINE_OPCODE_BASE = 13, LNCT_path = 1, LNCT_directory_index = 2,
+};
+
+/* .debug_abbrev: abbreviation 1, a compile unit without children, with
+   its name and directory (strings), its line program (at offset 0 of
+   .debug_line), its address range (.text's start and size). */
+static const unsigned char debug_abbrev[] = {
+    1, TAG_compile_unit, 0 /* no children */,
+    AT_name, FORM_string, AT_comp_dir, FORM_string,
+    AT_stmt_list, FORM_sec_offset, AT_low_pc, FORM_addr,
+    AT_high_pc, FORM_data8, 0, 0,
+    0 /* end of the abbreviations */
+};
+static const unsigned char standard_opcode_lengths[LINE_OPCODE_BASE - 1] = {
+    0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+/* A slot's line: advance_line(line - 1), copy (the row), then
+   advance_line(1 - line) back to 1 for the next slot, each advance a
+   signed LEB128 of 5 bytes, so that it is rewritten in place. */
+#define ROW_LINE_SIZE 13
+/* The bytes of a file entry: DW_FORM_line_strp (4), directory 0 (1). */
+#define FILE_ENTRY_SIZE 5
+
+static size_t
+uleb_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static unsigned char *
+put_uleb(unsigned char *p, uint64_t v)
+{
+    do {
+        unsigned char b = v & 0x7f;
+        v >>= 7;
+        *p++ = b | (v ? 0x80 : 0);
+    } while (v);
+    return p;
+}
+
+/* `v` (|v| < 2**34) as a signed LEB128 of exactly 5 bytes. */
+static unsigned char *
+put_sleb5(unsigned char *p, int64_t v)
+{
+    for (int k = 0; k < 4; k++) {
+        *p++ = 0x80 | (unsigned char)(((uint64_t)v >> (7 * k)) & 0x7f);
+    }
+    *p++ = (unsigned char)(((uint64_t)v >> 28) & 0x7f);
+    return p;
+}
+
+static unsigned char *
+put_line(unsigned char *p, int64_t line)
+{
+    *p++ = LNS_advance_line;
+    p = put_sleb5(p, line - 1);
+    *p++ = LNS_copy;
+    *p++ = LNS_advance_line;
+    return put_sleb5(p, 1 - line);
+}
+
+/* Offset of slot i's rows from slot 0's.  Slot j's are set_file(j + 1)
+   (1 + uleb_size(j + 1) bytes), its line, fixed_advance_pc (3 bytes);
+   the ULEB128 sizes of 1 .. i add up to i, plus one for each number from
+   128, one more for each from 16384. */
+static uint64_t
+rows_at(size_t i)
+{
+    uint64_t n = (uint64_t)i;
+    uint64_t uleb = n + (n > 127 ? n - 127 : 0) + (n > 16383 ? n - 16383 : 0);
+    return n * (1 + ROW_LINE_SIZE + 3) + uleb;
+}
+
+static unsigned char *
+put_u16(unsigned char *p, uint16_t v)
+{
+    memcpy(p, &v, 2);
+    return p + 2;
+}
+
+static unsigned char *
+put_u32(unsigned char *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+    return p + 4;
+}
+
+static unsigned char *
+put_u64(unsigned char *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+    return p + 8;
+}
+
+static size_t
+debug_info_size(size_t dir_len)
+{
+    return 12 + 1 + sizeof(CU_NAME) + dir_len + 1 + 4 + 8 + 8;
+}
+
+/* .debug_info: one compile unit over .text. */
+static void
+put_debug_info(unsigned char *p, const char *dir, uint64_t text_size)
+{
+    size_t size = debug_info_size(strlen(dir));
+    p = put_u32(p, (uint32_t)(size - 4));
+    p = put_u16(p, 5);
+    *p++ = UT_compile;
+    *p++ = 8;                                   /* address size */
+    p = put_u32(p, 0);                          /* .debug_abbrev offset */
+    *p++ = 1;
+    memcpy(p, CU_NAME, sizeof(CU_NAME));
+    p += sizeof(CU_NAME);
+    memcpy(p, dir, strlen(dir) + 1);
+    p += strlen(dir) + 1;
+    p = put_u32(p, 0);                          /* DW_AT_stmt_list */
+    p = put_u64(p, TEXT_OFF);
+    (void)put_u64(p, text_size);
+}
+
+/* .debug_aranges: the compile unit's one range, for readers that look an
+   address up there (elfutils) rather than in the unit itself. */
+#define ARANGES_SIZE 48
+
+static void
+put_debug_aranges(unsigned char *p, uint64_t text_size)
+{
+    memset(p, 0, ARANGES_SIZE);
+    p = put_u32(p, ARANGES_SIZE - 4);
+    p = put_u16(p, 2);
+    p = put_u32(p, 0);                          /* .debug_info offset */
+    *p++ = 8;                                   /* address size */
+    *p++ = 0;                                   /* segment selector size */
+    p += 4;                                     /* (to 16 bytes) */
+    p = put_u64(p, TEXT_OFF);
+    (void)put_u64(p, text_size);
+    /* then the terminating pair of zeros */
+}
+
+/* Bytes of .debug_line before its file entries, then in all. */
+static size_t
+line_files_at(size_t dir_len, size_t nslots)
+{
+    return 4 + 2 + 1 + 1 + 4 + 6 + sizeof(standard_opcode_lengths)
+           + 1 + 2 + 1 + dir_len + 1 + 1 + 4 + uleb_size(nslots + 1);
+}
+
+static size_t
+debug_line_size(size_t dir_len, size_t nslots)
+{
+    return line_files_at(dir_len, nslots) + FILE_ENTRY_SIZE * (nslots + 1)
+           + 11 + rows_at(nslots) + 3;
+}
+
+/* .debug_line: a header whose file entry i + 1 is slot i's file (the empty
+   string until it is handed out), and one sequence over .text with a row
+   per slot (line 0, no source, until it is handed out).  Sets *rows to
+   the offset of slot 0's rows. */
+static void
+put_debug_line(unsigned char *start, const char *dir, size_t nslots,
+               size_t slot_size, uint64_t *rows)
+{
+    size_t dir_len = strlen(dir);
+    size_t size = debug_line_size(dir_len, nslots);
+    unsigned char *p = start;
+    p = put_u32(p, (uint32_t)(size - 4));
+    p = put_u16(p, 5);
+    *p++ = 8;                                   /* address size */
+    *p++ = 0;                                   /* segment selector size */
+    unsigned char *header_length = p;
+    p += 4;
+    *p++ = 1;                                   /* minimum_instruction_length */
+    *p++ = 1;                                   /* maximum_operations_per_inst */
+    *p++ = 1;                                   /* default_is_stmt */
+    *p++ = (unsigned char)-5;                   /* line_base */
+    *p++ = 14;                                  /* line_range */
+    *p++ = LINE_OPCODE_BASE;
+    memcpy(p, standard_opcode_lengths, sizeof(standard_opcode_lengths));
+    p += sizeof(standard_opcode_lengths);
+    *p++ = 1;                                   /* directory entry format */
+    *p++ = LNCT_path;
+    *p++ = FORM_string;
+    *p++ = 1;                                   /* one directory */
+    memcpy(p, dir, dir_len + 1);
+    p += dir_len + 1;
+    *p++ = 2;                                   /* file entry format */
+    *p++ = LNCT_path;
+    *p++ = FORM_line_strp;
+    *p++ = LNCT_directory_index;
+    *p++ = FORM_udata;
+    p = put_uleb(p, nslots + 1);
+    assert((size_t)(p - start) == line_files_at(dir_len, nslots));
+    p = put_u32(p, 1);                          /* file 0: CU_NAME */
+    *p++ = 0;
+    memset(p, 0, FILE_ENTRY_SIZE * nslots);     /* "", directory 0 */
+    p += FILE_ENTRY_SIZE * nslots;
+    (void)put_u32(header_length,
+                  (uint32_t)(p - (header_length + 4)));
+    *p++ = 0;                                   /* DW_LNE_set_address */
+    *p++ = 9;
+    *p++ = LNE_set_address;
+    p = put_u64(p, TEXT_OFF);
+    *rows = (uint64_t)(p - start);
+    for (size_t i = 0; i < nslots; i++) {
+        assert((uint64_t)(p - start) == *rows + rows_at(i));
+        *p++ = LNS_set_file;
+        p = put_uleb(p, i + 1);
+        p = put_line(p, 0);
+        *p++ = LNS_fixed_advance_pc;
+        p = put_u16(p, (uint16_t)slot_size);
+    }
+    *p++ = 0;                                   /* DW_LNE_end_sequence */
+    *p++ = 1;
+    *p++ = LNE_end_sequence;
+    assert((size_t)(p - start) == size);
 }
 
 /* Write all of buf at `off`. */
@@ -209,19 +479,35 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t hdr_off = eh_off + eh_size;
     uint64_t mapped_end = hdr_off + hdr_size;
     uint64_t map_len = round_up(mapped_end, page);
+    /* The directory of relative file names: the current one. */
+    char dir[1024];
+    if (getcwd(dir, sizeof(dir)) == NULL) {
+        dir[0] = '\0';
+    }
+    if (nslots > MAX_LINE_SLOTS || slot_size > UINT16_MAX) {
+        *what = "describe so many trampolines in";
+        errno = EFBIG;
+        return NULL;
+    }
     uint64_t symtab_off = round_up(mapped_end, 8);
     uint64_t symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
-    uint64_t shstrtab_off = symtab_off + symtab_size;
+    uint64_t abbrev_off = symtab_off + symtab_size;
+    uint64_t info_off = abbrev_off + sizeof(debug_abbrev);
+    uint64_t info_size = debug_info_size(strlen(dir));
+    uint64_t aranges_off = info_off + info_size;
+    uint64_t line_off = aranges_off + ARANGES_SIZE;
+    uint64_t line_size = debug_line_size(strlen(dir), nslots);
+    uint64_t shstrtab_off = line_off + line_size;
     uint64_t shdr_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
     uint64_t strtab_off = shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
-    uint64_t file_size = strtab_off + 1;
+    uint64_t file_size = strtab_off + STRTAB_INIT_SIZE;
 
     int saved;
     _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
-    /* What is written: the mapped part, then from .shstrtab to the end.
-       .symtab's zeros in between are a hole the writes leave: no memory
-       is cleared and no bytes written for them. */
-    uint64_t tail_size = file_size - shstrtab_off;
+    /* What is written: the mapped part, then from .debug_abbrev to the
+       end.  .symtab's zeros in between are a hole the writes leave: no
+       memory is cleared and no bytes written for them. */
+    uint64_t tail_size = file_size - abbrev_off;
     unsigned char *img = PyMem_RawMalloc((size_t)(mapped_end + tail_size));
     if (elf == NULL || img == NULL) {
         PyMem_RawFree(elf);
@@ -290,9 +576,16 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     /* (zeros from the last copy to the .eh_frame) */
     memset(text + nslots * slot_size, 0,
            (size_t)(eh_off - TEXT_OFF - nslots * slot_size));
-    memcpy(tail, shstrtab, sizeof(shstrtab));
+    memcpy(tail, debug_abbrev, sizeof(debug_abbrev));
+    put_debug_info(tail + (info_off - abbrev_off), dir, text_size);
+    put_debug_aranges(tail + (aranges_off - abbrev_off), text_size);
+    uint64_t rows_off;
+    put_debug_line(tail + (line_off - abbrev_off), dir, nslots, slot_size,
+                   &rows_off);
+    memcpy(tail + (shstrtab_off - abbrev_off), shstrtab, sizeof(shstrtab));
+    memcpy(tail + (strtab_off - abbrev_off) + 1, CU_NAME, sizeof(CU_NAME));
 
-    Elf64_Shdr *sh = (Elf64_Shdr *)(tail + (shdr_off - shstrtab_off));
+    Elf64_Shdr *sh = (Elf64_Shdr *)(tail + (shdr_off - abbrev_off));
     sh[SEC_NOTE] = (Elf64_Shdr){
         .sh_type = SHT_NOTE, .sh_flags = SHF_ALLOC, .sh_addr = NOTE_OFF,
         .sh_offset = NOTE_OFF, .sh_size = NOTE_SIZE, .sh_addralign = 4};
@@ -311,9 +604,27 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         .sh_size = symtab_size, .sh_link = SEC_STRTAB,
         .sh_info = (Elf64_Word)(nslots + 1),
         .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym)};
+    sh[SEC_ABBREV] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off,
+        .sh_size = sizeof(debug_abbrev), .sh_addralign = 1};
+    sh[SEC_INFO] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_offset = info_off,
+        .sh_size = info_size, .sh_addralign = 1};
+    sh[SEC_ARANGES] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_offset = aranges_off,
+        .sh_size = ARANGES_SIZE, .sh_addralign = 1};
+    sh[SEC_LINE] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_offset = line_off,
+        .sh_size = line_size, .sh_addralign = 1};
     sh[SEC_STRTAB] = (Elf64_Shdr){
-        .sh_type = SHT_STRTAB, .sh_offset = strtab_off, .sh_size = 1,
-        .sh_addralign = 1};
+        .sh_type = SHT_STRTAB, .sh_offset = strtab_off,
+        .sh_size = STRTAB_INIT_SIZE, .sh_addralign = 1};
+    /* The same bytes: a file name is the end of its function's symbol
+       name (see "Source lines"). */
+    sh[SEC_LINE_STR] = sh[SEC_STRTAB];
+    sh[SEC_LINE_STR].sh_type = SHT_PROGBITS;
+    sh[SEC_LINE_STR].sh_flags = SHF_MERGE | SHF_STRINGS;
+    sh[SEC_LINE_STR].sh_entsize = 1;
     sh[SEC_SHSTRTAB] = (Elf64_Shdr){
         .sh_type = SHT_STRTAB, .sh_offset = shstrtab_off,
         .sh_size = sizeof(shstrtab), .sh_addralign = 1};
@@ -328,7 +639,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     }
     *what = "write";
     if (write_at(elf->fd, img, (size_t)mapped_end, 0) < 0
-        || write_at(elf->fd, tail, (size_t)tail_size, shstrtab_off) < 0)
+        || write_at(elf->fd, tail, (size_t)tail_size, abbrev_off) < 0)
     {
         goto fail;
     }
@@ -352,10 +663,12 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     PyMem_RawFree(img);
     elf->slot_size = slot_size;
     elf->symtab_off = symtab_off;
+    elf->files_off = line_off + line_files_at(strlen(dir), nslots);
+    elf->rows_off = line_off + rows_off;
     elf->strtab_hdr_off = shdr_off + SEC_STRTAB * sizeof(Elf64_Shdr);
     elf->strtab_off = strtab_off;
-    elf->strtab_size = 1;
-    elf->strtab_used = 1;
+    elf->strtab_size = STRTAB_INIT_SIZE;
+    elf->strtab_used = STRTAB_INIT_SIZE;
     *code = (char *)mem + TEXT_OFF;
     return elf;
 
@@ -397,23 +710,37 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
         return -1;
     }
     if (name_off + len > elf->strtab_size) {
-        /* .strtab grows by a chunk: the file first (zeros: empty
-           strings), then the size its section header declares. */
+        /* .strtab (and .debug_line_str, the same bytes) grows by a
+           chunk: the file first (zeros: empty strings), then the size
+           their section headers declare. */
         uint64_t size = round_up(name_off + len, STRTAB_CHUNK);
+        uint64_t at = elf->strtab_hdr_off + offsetof(Elf64_Shdr, sh_size);
         if (ftruncate(elf->fd, (off_t)(elf->strtab_off + size)) < 0
+            || write_at(elf->fd, &size, sizeof(size), at) < 0
             || write_at(elf->fd, &size, sizeof(size),
-                        elf->strtab_hdr_off
-                        + offsetof(Elf64_Shdr, sh_size)) < 0)
+                        at + sizeof(Elf64_Shdr)) < 0)
         {
             return -1;
         }
         elf->strtab_size = size;
     }
-    /* The name, then the symbol that points to it. */
+    /* The name; the slot's file (the end of the name) and line; then the
+       symbol that points to the name. */
     if (write_at(elf->fd, name, len, elf->strtab_off + name_off) < 0) {
         return -1;
     }
     elf->strtab_used = name_off + len;
+    unsigned char file[4], line[ROW_LINE_SIZE];
+    (void)put_u32(file, (uint32_t)(name_off + file_at));
+    (void)put_line(line, code->co_firstlineno > 0 ? code->co_firstlineno
+                                                   : 0);
+    if (write_at(elf->fd, file, sizeof(file),
+                 elf->files_off + (i + 1) * FILE_ENTRY_SIZE) < 0
+        || write_at(elf->fd, line, sizeof(line),
+                    elf->rows_off + rows_at(i) + 1 + uleb_size(i + 1)) < 0)
+    {
+        return -1;
+    }
     Elf64_Sym sym = {
         .st_name = (Elf64_Word)name_off,
         .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC),

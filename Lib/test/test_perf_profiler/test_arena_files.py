@@ -29,6 +29,9 @@ from ._common import (
 
 READELF = shutil.which("readelf")
 EU_READELF = shutil.which("eu-readelf")
+ADDR2LINE = shutil.which("addr2line")
+EU_ADDR2LINE = shutil.which("eu-addr2line")
+DWARFDUMP = shutil.which("llvm-dwarfdump") or shutil.which("llvm-dwarfdump-14")
 
 # Runs a few functions, prints its pid and the lines of /proc/self/maps of
 # its arena files, then waits for a line on stdin (or exits).
@@ -105,16 +108,25 @@ class TestArenaFile(unittest.TestCase):
         self.assertEqual(st.st_uid, os.geteuid())
         # binutils reads it without a word of complaint ...
         for args in (["-h"], ["-l"], ["-S"], ["-s"], ["-n"],
-                     ["--debug-dump=frames"]):
+                     ["--debug-dump=frames"],
+                     ["--debug-dump=info,line,aranges"]):
             proc = readelf(*args, path)
             self.assertEqual(proc.returncode, 0, proc.stderr)
             self.assertEqual(proc.stderr, "", args)
-        # ... and so does elfutils.
+        # ... and so does elfutils ...
         if EU_READELF is not None:
-            proc = subprocess.run([EU_READELF, "-a", path],
+            for args in (["-a"], ["--debug-dump=info", "--debug-dump=line",
+                                   "--debug-dump=aranges"]):
+                proc = subprocess.run([EU_READELF, *args, path],
+                                      capture_output=True, text=True)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertNotIn("invalid", proc.stderr.lower())
+        # ... and LLVM's DWARF verifier.
+        if DWARFDUMP is not None:
+            proc = subprocess.run([DWARFDUMP, "--verify", path],
                                   capture_output=True, text=True)
-            self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertNotIn("invalid", proc.stderr.lower())
+            self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+            self.assertIn("No errors.", proc.stdout)
         secs = sections(path)
         text = secs[".text"]
         self.assertEqual(text[0], "PROGBITS")
@@ -168,6 +180,62 @@ class TestArenaFile(unittest.TestCase):
             self.assertEqual(perms, "r-xp", fields)
             self.assertEqual(int(offset, 16), 0)
             self.assertIn(path, paths)
+
+    @unittest.skipIf(ADDR2LINE is None, "needs addr2line (binutils)")
+    def test_source_lines(self):
+        # Every trampoline's address has its function's file and first
+        # line in the file's line table, for binutils (which perf runs)
+        # and elfutils (which hotspot uses).
+        tmp = tempfile.mkdtemp(prefix="test_perf_")
+        self.addCleanup(shutil.rmtree, tmp)
+        script = make_script(tmp, "lines", textwrap.dedent("""\
+            import os
+            print("PID", os.getpid(), flush=True)
+
+            def first():
+                return 1
+
+
+            class Second:
+                def method(self):
+                    return first()
+            def third():
+                return Second().method()
+            third()
+            """))
+        expected = {"first": 4, "Second.method": 9, "third": 11,
+                    "<module>": 1}
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                proc, pids = run_and_forget(self, "-X", backend, script)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                paths = arena_paths(pids[0])
+                self.assertTrue(paths, "no arena file")
+                syms = self.check_file(paths[0], pids[0], [
+                    f"py::{name}:{script}" for name in expected])
+                tools = [[ADDR2LINE, "-e", paths[0]]]
+                if EU_ADDR2LINE is not None:
+                    tools.append([EU_ADDR2LINE, "-e", paths[0]])
+                for name, line in expected.items():
+                    value, size = syms[f"py::{name}:{script}"]
+                    for tool in tools:
+                        # the first and the last byte of the trampoline
+                        out = subprocess.run(
+                            [*tool, hex(value), hex(value + size - 1)],
+                            capture_output=True, text=True, check=True)
+                        self.assertEqual(out.stdout.split(),
+                                         [f"{script}:{line}"] * 2,
+                                         (tool, name))
+                # A slot not handed out yet (the last one of the last
+                # file) has no line.
+                last = sections(paths[-1])[".text"]
+                values = sorted(v for v, _ in symbols(paths[-1]).values())
+                free = last[1] + last[3] - 1
+                self.assertLess(values[-1] + size, free)
+                out = subprocess.run([ADDR2LINE, "-e", paths[-1], hex(free)],
+                                     capture_output=True, text=True,
+                                     check=True)
+                self.assertRegex(out.stdout.strip(), r":(\?|0)$")
 
     def test_perf_jit_also_uses_files(self):
         proc, pid = self.run_code(SHOW_MAPS, "-X", "perf_jit")
@@ -448,6 +516,33 @@ class TestArenaFilesUnderPerf(PerfTestCase):
         proc = subprocess.run(["perf", "--buildid-dir", empty, *report],
                               capture_output=True, text=True, timeout=300)
         self.assertNotIn(f"py::fib:{script}", proc.stdout)
+
+    def test_source_lines_in_perf_script(self):
+        # perf script -F +srcline shows each Python frame's file and first
+        # line, from the arena file's line table: no jitdump, no inject.
+        source = NESTED + "baz(3_000_000)\n"
+        callgraph = (("-g",) if HAVE_FRAME_POINTERS
+                     else ("--call-graph", "dwarf"))
+        out, samples, script, pid = self.record(
+            source, "-X", "perf", callgraph=callgraph)
+        lines = {name: n for n, text in enumerate(source.splitlines(), 1)
+                 for name in NESTED_NAMES
+                 if text.startswith(f"def {name}(")}
+        self.assertEqual(len(lines), len(NESTED_NAMES))
+        text = self.perf_script(os.path.join(self.tmp, "perf.data"),
+                                "-F", "ip,sym,srcline")
+        rows = text.splitlines()
+        seen = {name: 0 for name in NESTED_NAMES}
+        for n, row in enumerate(rows[:-1]):
+            for name in NESTED_NAMES:
+                if row.endswith(f" py::{name}:{script}"):
+                    self.assertEqual(
+                        rows[n + 1].strip(),
+                        f"{os.path.basename(script)}:{lines[name]}",
+                        rows[n - 2:n + 2])
+                    seen[name] += 1
+        for name in NESTED_NAMES:
+            self.assertGreater(seen[name], 10, name)
 
     @unittest.skipUnless(HAVE_FRAME_POINTERS,
                          "frame-pointer unwinding needs frame pointers")
