@@ -207,9 +207,33 @@ check() {
     done
     echo "debug files of the -dbg packages beside their binaries: $linked"
     py=$root/usr/bin/python3.11
-    [ -f "$(dirname "$py")/.debug/$(readelf --string-dump=.gnu_debuglink "$py" |
-                          sed -n 's/^ *\[ *0\] *//p')" ] || {
+    pydebug=$(dirname "$py")/.debug/$(readelf --string-dump=.gnu_debuglink \
+              "$py" | sed -n 's/^ *\[ *0\] *//p')
+    [ -f "$pydebug" ] || {
         echo "error: no debug file of $py in the -dbg packages" >&2; exit 1; }
+    # How the interpreter's own code was compiled: debian/rules rewrites
+    # the flags sysconfig reports (as for Debian's own python3.11), the
+    # compile units' DW_AT_producer keep what each was compiled with.
+    echo "+ the compile units of $py (DW_AT_producer of its debug file)"
+    readelf --debug-dump=info "$pydebug" 2>/dev/null |
+        sed -n 's/.*DW_AT_producer.*: \(GNU .*\)/\1/p' > "$work/producers"
+    c_units=$(grep -c '^GNU C[0-9]' "$work/producers" || :)
+    fp_units=$(grep '^GNU C[0-9]' "$work/producers" |
+               grep -- '-fno-omit-frame-pointer' |
+               grep -c -- '-mno-omit-leaf-frame-pointer' || :)
+    lto_units=$(grep '^GNU C[0-9]' "$work/producers" | grep -c -- '-flto' || :)
+    ltrans_units=$(grep -c '^GNU GIMPLE' "$work/producers" || :)
+    echo "C units: $c_units; with our frame-pointer flags: $fp_units;" \
+         "compiled for LTO (-flto): $lto_units; LTO output units" \
+         "(GNU GIMPLE): $ltrans_units"
+    [ "$c_units" -gt 100 ] && [ "$lto_units" -gt 100 ] &&
+        [ "$ltrans_units" -gt 0 ] || {
+        echo "error: the interpreter is not Debian's LTO build" >&2; exit 1; }
+    # (the one C unit without them is the file that dtrace -G generates
+    # for the static probes)
+    [ "$fp_units" -ge $((c_units - 1)) ] || {
+        echo "error: $((c_units - fp_units)) C units lack the frame-pointer" \
+             "flags" >&2; exit 1; }
     # Debian's site.py looks in its prefix's lib/python3/dist-packages:
     # the system's, where python3-numpy and python3-django are, is added.
     run() { env -u PYTHONPERFSUPPORT -u PYTHON_PERF_JIT_SUPPORT \
