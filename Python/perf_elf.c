@@ -130,7 +130,7 @@ static const Elf64_Word shname[NSECTIONS] = {
    pid (a container's pid 1, restarted with the same /tmp) pile up. */
 #define MAX_TRIES 1024
 /* .strtab is declared (and the file extended) this much at a time, so
-   that naming a slot is two writes: the name and the symbol. */
+   that naming a slot writes no section header. */
 #define STRTAB_CHUNK 4096
 
 struct _PyPerfElf {
@@ -164,15 +164,15 @@ round_up(uint64_t n, uint64_t to)
 #define CU_NAME "py-perf-trampolines"
 #define STRTAB_INIT_SIZE (1 + sizeof(CU_NAME))
 
-/* Arenas are at most this many slots: their file entries' index fits in
-   three bytes of ULEB128 (see rows_at()). */
+/* Arenas have fewer slots than this: the index of their last file entry
+   fits in three bytes of ULEB128 (see rows_at()). */
 #define MAX_LINE_SLOTS ((size_t)1 << 21)
 
 /* The DWARF 5 codes used here (its standard's numbers). */
 enum {
     TAG_compile_unit = 0x11, UT_compile = 0x01,
     AT_name = 0x03, AT_stmt_list = 0x10, AT_low_pc = 0x11,
-    AT_high_pc = 0x12, AT_comp_dir = 0x1b,
+    AT_high_pc = 0x12,
     FORM_addr = 0x01, FORM_data8 = 0x07, FORM_string = 0x08,
     FORM_udata = 0x0f, FORM_sec_offset = 0x17, FORM_line_strp = 0x1f,
     LNS_copy = 1, LNS_advance_line = 3, LNS_set_file = 4,
@@ -181,11 +181,11 @@ enum {
 };
 
 /* .debug_abbrev: abbreviation 1, a compile unit without children, with
-   its name and directory (strings), its line program (at offset 0 of
-   .debug_line), its address range (.text's start and size). */
+   its name (a string), its line program (at offset 0 of .debug_line),
+   its address range (.text's start and size). */
 static const unsigned char debug_abbrev[] = {
     1, TAG_compile_unit, 0 /* no children */,
-    AT_name, FORM_string, AT_comp_dir, FORM_string,
+    AT_name, FORM_string,
     AT_stmt_list, FORM_sec_offset, AT_low_pc, FORM_addr,
     AT_high_pc, FORM_data8, 0, 0,
     0 /* end of the abbreviations */
@@ -275,18 +275,13 @@ put_u64(unsigned char *p, uint64_t v)
     return p + 8;
 }
 
-static size_t
-debug_info_size(size_t dir_len)
-{
-    return 12 + 1 + sizeof(CU_NAME) + dir_len + 1 + 4 + 8 + 8;
-}
+#define DEBUG_INFO_SIZE (12 + 1 + sizeof(CU_NAME) + 4 + 8 + 8)
 
 /* .debug_info: one compile unit over .text. */
 static void
-put_debug_info(unsigned char *p, const char *dir, uint64_t text_size)
+put_debug_info(unsigned char *p, uint64_t text_size)
 {
-    size_t size = debug_info_size(strlen(dir));
-    p = put_u32(p, (uint32_t)(size - 4));
+    p = put_u32(p, (uint32_t)(DEBUG_INFO_SIZE - 4));
     p = put_u16(p, 5);
     *p++ = UT_compile;
     *p++ = 8;                                   /* address size */
@@ -294,8 +289,6 @@ put_debug_info(unsigned char *p, const char *dir, uint64_t text_size)
     *p++ = 1;
     memcpy(p, CU_NAME, sizeof(CU_NAME));
     p += sizeof(CU_NAME);
-    memcpy(p, dir, strlen(dir) + 1);
-    p += strlen(dir) + 1;
     p = put_u32(p, 0);                          /* DW_AT_stmt_list */
     p = put_u64(p, TEXT_OFF);
     (void)put_u64(p, text_size);
@@ -322,16 +315,16 @@ put_debug_aranges(unsigned char *p, uint64_t text_size)
 
 /* Bytes of .debug_line before its file entries, then in all. */
 static size_t
-line_files_at(size_t dir_len, size_t nslots)
+line_files_at(size_t nslots)
 {
     return 4 + 2 + 1 + 1 + 4 + 6 + sizeof(standard_opcode_lengths)
-           + 1 + 2 + 1 + dir_len + 1 + 1 + 4 + uleb_size(nslots + 1);
+           + 1 + 2 + 1 + 1 + 1 + 4 + uleb_size(nslots + 1);
 }
 
 static size_t
-debug_line_size(size_t dir_len, size_t nslots)
+debug_line_size(size_t nslots)
 {
-    return line_files_at(dir_len, nslots) + FILE_ENTRY_SIZE * (nslots + 1)
+    return line_files_at(nslots) + FILE_ENTRY_SIZE * (nslots + 1)
            + 11 + rows_at(nslots) + 3;
 }
 
@@ -340,11 +333,10 @@ debug_line_size(size_t dir_len, size_t nslots)
    per slot (line 0, no source, until it is handed out).  Sets *rows to
    the offset of slot 0's rows. */
 static void
-put_debug_line(unsigned char *start, const char *dir, size_t nslots,
-               size_t slot_size, uint64_t *rows)
+put_debug_line(unsigned char *start, size_t nslots, size_t slot_size,
+               uint64_t *rows)
 {
-    size_t dir_len = strlen(dir);
-    size_t size = debug_line_size(dir_len, nslots);
+    size_t size = debug_line_size(nslots);
     unsigned char *p = start;
     p = put_u32(p, (uint32_t)(size - 4));
     p = put_u16(p, 5);
@@ -352,8 +344,8 @@ put_debug_line(unsigned char *start, const char *dir, size_t nslots,
     *p++ = 0;                                   /* segment selector size */
     unsigned char *header_length = p;
     p += 4;
-    *p++ = 1;                                   /* minimum_instruction_length */
-    *p++ = 1;                                   /* maximum_operations_per_inst */
+    *p++ = 1;                       /* minimum instruction length */
+    *p++ = 1;                       /* maximum operations per instruction */
     *p++ = 1;                                   /* default_is_stmt */
     *p++ = (unsigned char)-5;                   /* line_base */
     *p++ = 14;                                  /* line_range */
@@ -364,15 +356,14 @@ put_debug_line(unsigned char *start, const char *dir, size_t nslots,
     *p++ = LNCT_path;
     *p++ = FORM_string;
     *p++ = 1;                                   /* one directory */
-    memcpy(p, dir, dir_len + 1);
-    p += dir_len + 1;
+    *p++ = '\0';                                /* its path: "" */
     *p++ = 2;                                   /* file entry format */
     *p++ = LNCT_path;
     *p++ = FORM_line_strp;
     *p++ = LNCT_directory_index;
     *p++ = FORM_udata;
     p = put_uleb(p, nslots + 1);
-    assert((size_t)(p - start) == line_files_at(dir_len, nslots));
+    assert((size_t)(p - start) == line_files_at(nslots));
     p = put_u32(p, 1);                          /* file 0: CU_NAME */
     *p++ = 0;
     memset(p, 0, FILE_ENTRY_SIZE * nslots);     /* "", directory 0 */
@@ -479,12 +470,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t hdr_off = eh_off + eh_size;
     uint64_t mapped_end = hdr_off + hdr_size;
     uint64_t map_len = round_up(mapped_end, page);
-    /* The directory of relative file names: the current one. */
-    char dir[1024];
-    if (getcwd(dir, sizeof(dir)) == NULL) {
-        dir[0] = '\0';
-    }
-    if (nslots > MAX_LINE_SLOTS || slot_size > UINT16_MAX) {
+    if (nslots >= MAX_LINE_SLOTS || slot_size > UINT16_MAX) {
         *what = "describe so many trampolines in";
         errno = EFBIG;
         return NULL;
@@ -493,10 +479,10 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
     uint64_t abbrev_off = symtab_off + symtab_size;
     uint64_t info_off = abbrev_off + sizeof(debug_abbrev);
-    uint64_t info_size = debug_info_size(strlen(dir));
+    uint64_t info_size = DEBUG_INFO_SIZE;
     uint64_t aranges_off = info_off + info_size;
     uint64_t line_off = aranges_off + ARANGES_SIZE;
-    uint64_t line_size = debug_line_size(strlen(dir), nslots);
+    uint64_t line_size = debug_line_size(nslots);
     uint64_t shstrtab_off = line_off + line_size;
     uint64_t shdr_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
     uint64_t strtab_off = shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
@@ -577,10 +563,10 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     memset(text + nslots * slot_size, 0,
            (size_t)(eh_off - TEXT_OFF - nslots * slot_size));
     memcpy(tail, debug_abbrev, sizeof(debug_abbrev));
-    put_debug_info(tail + (info_off - abbrev_off), dir, text_size);
+    put_debug_info(tail + (info_off - abbrev_off), text_size);
     put_debug_aranges(tail + (aranges_off - abbrev_off), text_size);
     uint64_t rows_off;
-    put_debug_line(tail + (line_off - abbrev_off), dir, nslots, slot_size,
+    put_debug_line(tail + (line_off - abbrev_off), nslots, slot_size,
                    &rows_off);
     memcpy(tail + (shstrtab_off - abbrev_off), shstrtab, sizeof(shstrtab));
     memcpy(tail + (strtab_off - abbrev_off) + 1, CU_NAME, sizeof(CU_NAME));
@@ -663,7 +649,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     PyMem_RawFree(img);
     elf->slot_size = slot_size;
     elf->symtab_off = symtab_off;
-    elf->files_off = line_off + line_files_at(strlen(dir), nslots);
+    elf->files_off = line_off + line_files_at(nslots);
     elf->rows_off = line_off + rows_off;
     elf->strtab_hdr_off = shdr_off + SEC_STRTAB * sizeof(Elf64_Shdr);
     elf->strtab_off = strtab_off;
