@@ -246,7 +246,12 @@ for mode in perf perf_jit; do
         perf_jit) f=/tmp/jit-$pid.dump ;;
     esac
     if [ -n "$pid" ] && [ -f "$f" ]; then cp "$f" "$out/" && rm -f "$f"; fi
-    [ -n "$pid" ] && rm -f /tmp/py-perf-"$pid"-*.so
+    if [ -n "$pid" ]; then
+        for a in /tmp/py-perf-"$pid"-*.so; do
+            [ -f "$a" ] && cp "$a" "$out/"
+        done
+        rm -f /tmp/py-perf-"$pid"-*.so
+    fi
     if [ $rc -ne 0 ] || [ -z "$pid" ] || [ ! -f "$out/stack.txt" ] ||
             ! grep -qx "active True" "$out/stdout.txt"; then
         cat "$out/stdout.txt" "$out/stderr.txt"
@@ -257,6 +262,29 @@ for mode in perf perf_jit; do
         cat "$out/stderr.txt"
         fail "-X $mode: the script wrote to stderr"
         continue
+    fi
+    # The trampolines' ELF files, read by the target's binutils: headers,
+    # unwind table and line table without a warning, and py::f3's symbol
+    # and source line (in whichever file its trampoline is).
+    f3_line=$(grep -n '^def f3(' "$here/cross/three_deep.py" | cut -d: -f1)
+    arena= f3= warnings=
+    for a in "$out"/py-perf-"$pid"-*.so; do
+        [ -f "$a" ] || continue
+        warnings=$warnings$($triplet-readelf -W -h -l -S -s -n \
+            --debug-dump=frames,info,line,aranges "$a" 2>&1 > /dev/null)
+        s=$($triplet-readelf -W -s "$a" | awk '$8 ~ /^py::f3:/ { print $2 }')
+        [ -n "$s" ] && arena=$a f3=$s
+    done
+    if [ -z "$f3" ] || [ -n "$warnings" ]; then
+        echo "$warnings"
+        fail "-X $mode: no py::f3 in the trampolines' files in $out, or $triplet-readelf warned"
+    elif [ "$($triplet-addr2line -e "$arena" "0x$f3")" != \
+           "$here/cross/three_deep.py:$f3_line" ]; then
+        $triplet-addr2line -e "$arena" "0x$f3"
+        fail "-X $mode: $triplet-addr2line gives another line for py::f3"
+    else
+        pass "-X $mode: $triplet-readelf reads the trampolines' file ($(
+            $triplet-readelf -h "$arena" | sed -n 's/^ *Machine: *//p')), py::f3 at three_deep.py:$f3_line"
     fi
     binutils=
     [ $mode = perf_jit ] && binutils="--binutils $triplet-"
