@@ -18,7 +18,7 @@ generic CALL with keywords, BINARY_SUBSCR_GETITEM: 2.7 million calls in
 all, under a second), enough for GCC to count those blocks as hot, while
 the profile of the rest (the calls without -X perf included) stays that
 of the task: fib costs no more off than on stock 3.11.2's PGO build.  It
-removes the perf map it wrote.
+removes the perf map and the trampolines' files it wrote.
 """
 
 import os
@@ -61,6 +61,29 @@ def main():
         sys.deactivate_stack_trampoline()
         try:
             os.unlink(f"/tmp/perf-{os.getpid()}.map")
+        except OSError:
+            pass
+        remove_trampoline_files()
+
+
+def remove_trampoline_files():
+    """Remove the files of trampolines (/tmp/py-perf-PID-N.so) that this
+    process maps, and only those: a file of an earlier process with the
+    same pid may have the name N = 0."""
+    prefix = f"/tmp/py-perf-{os.getpid()}-"
+    mapped = {}
+    try:
+        with open("/proc/self/maps") as f:
+            for line in f:
+                fields = line.split(None, 5)
+                if len(fields) == 6 and fields[5].startswith(prefix):
+                    mapped[fields[5].rstrip("\n")] = int(fields[4])
+    except OSError:
+        return
+    for path, inode in mapped.items():
+        try:
+            if os.stat(path).st_ino == inode:
+                os.unlink(path)
         except OSError:
             pass
 
