@@ -49,7 +49,9 @@ DEB     := build-deb
 # Misc/NEWS.d has directories with spaces in their names ("Core and
 # Builtins"): the names are sorted first, then their spaces escaped, which
 # both make (prerequisites) and the shell (the copy loop below) understand.
-OVERLAY := $(shell find Python Include Lib Doc Misc -type f 2>/dev/null | \
+# Byte-code caches that a Python run in the checkout leaves are not ours.
+OVERLAY := $(shell find Python Include Lib Doc Misc -type f \
+               ! -path '*/__pycache__/*' ! -name '*.py[co]' 2>/dev/null | \
              LC_ALL=C sort | sed 's/ /\\ /g')
 SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
 
