@@ -210,36 +210,28 @@ uleb_size(uint64_t v)
     return n;
 }
 
-static unsigned char *
-put_uleb(unsigned char *p, uint64_t v)
-{
-    do {
-        unsigned char b = v & 0x7f;
-        v >>= 7;
-        *p++ = b | (v ? 0x80 : 0);
-    } while (v);
-    return p;
-}
-
 /* `v` (|v| < 2**34) as a signed LEB128 of exactly 5 bytes. */
-static unsigned char *
-put_sleb5(unsigned char *p, int64_t v)
+static void
+store_sleb5(unsigned char *p, int64_t v)
 {
     for (int k = 0; k < 4; k++) {
-        *p++ = 0x80 | (unsigned char)(((uint64_t)v >> (7 * k)) & 0x7f);
+        p[k] = 0x80 | (unsigned char)(((uint64_t)v >> (7 * k)) & 0x7f);
     }
-    *p++ = (unsigned char)(((uint64_t)v >> 28) & 0x7f);
-    return p;
+    p[4] = (unsigned char)(((uint64_t)v >> 28) & 0x7f);
 }
 
-static unsigned char *
-put_line(unsigned char *p, int64_t line)
+/* A slot's line, the block that naming it rewrites in place (composed
+   whole: it is written for every new function). */
+static void
+put_line(_PyPerfBytes *w, int64_t line)
 {
-    *p++ = LNS_advance_line;
-    p = put_sleb5(p, line - 1);
-    *p++ = LNS_copy;
-    *p++ = LNS_advance_line;
-    return put_sleb5(p, 1 - line);
+    unsigned char b[ROW_LINE_SIZE];
+    b[0] = LNS_advance_line;
+    store_sleb5(b + 1, line - 1);
+    b[6] = LNS_copy;
+    b[7] = LNS_advance_line;
+    store_sleb5(b + 8, 1 - line);
+    _PyPerfBytes_Put(w, b, sizeof(b));
 }
 
 /* Offset of slot i's rows from slot 0's.  Slot j's are set_file(j + 1)
@@ -254,139 +246,146 @@ rows_at(size_t i)
     return n * (1 + ROW_LINE_SIZE + 3) + uleb;
 }
 
-static unsigned char *
-put_u16(unsigned char *p, uint16_t v)
+/* Start a unit whose first field is its length (excluding the field),
+   patched by end_unit(). */
+static size_t
+begin_unit(_PyPerfBytes *w)
 {
-    memcpy(p, &v, 2);
-    return p + 2;
+    size_t start = w->n;
+    _PyPerfBytes_U32(w, 0);
+    return start;
 }
 
-static unsigned char *
-put_u32(unsigned char *p, uint32_t v)
+static void
+end_unit(_PyPerfBytes *w, size_t start)
 {
-    memcpy(p, &v, 4);
-    return p + 4;
+    _PyPerfBytes_Patch32(w, start, (uint32_t)(w->n - start - 4));
 }
-
-static unsigned char *
-put_u64(unsigned char *p, uint64_t v)
-{
-    memcpy(p, &v, 8);
-    return p + 8;
-}
-
-#define DEBUG_INFO_SIZE (12 + 1 + sizeof(CU_NAME) + 4 + 8 + 8)
 
 /* .debug_info: one compile unit over .text. */
 static void
-put_debug_info(unsigned char *p, uint64_t text_size)
+put_debug_info(_PyPerfBytes *w, uint64_t text_size)
 {
-    p = put_u32(p, (uint32_t)(DEBUG_INFO_SIZE - 4));
-    p = put_u16(p, 5);
-    *p++ = UT_compile;
-    *p++ = 8;                                   /* address size */
-    p = put_u32(p, 0);                          /* .debug_abbrev offset */
-    *p++ = 1;
-    memcpy(p, CU_NAME, sizeof(CU_NAME));
-    p += sizeof(CU_NAME);
-    p = put_u32(p, 0);                          /* DW_AT_stmt_list */
-    p = put_u64(p, TEXT_OFF);
-    (void)put_u64(p, text_size);
+    size_t unit = begin_unit(w);
+    _PyPerfBytes_U16(w, 5);                     /* version */
+    _PyPerfBytes_U8(w, UT_compile);
+    _PyPerfBytes_U8(w, 8);                      /* address size */
+    _PyPerfBytes_U32(w, 0);                     /* .debug_abbrev offset */
+    _PyPerfBytes_U8(w, 1);                      /* abbreviation 1 */
+    _PyPerfBytes_Put(w, CU_NAME, sizeof(CU_NAME));
+    _PyPerfBytes_U32(w, 0);                     /* DW_AT_stmt_list */
+    _PyPerfBytes_U64(w, TEXT_OFF);
+    _PyPerfBytes_U64(w, text_size);
+    end_unit(w, unit);
 }
 
 /* .debug_aranges: the compile unit's one range, for readers that look an
    address up there (elfutils) rather than in the unit itself. */
-#define ARANGES_SIZE 48
-
 static void
-put_debug_aranges(unsigned char *p, uint64_t text_size)
+put_debug_aranges(_PyPerfBytes *w, uint64_t text_size)
 {
-    memset(p, 0, ARANGES_SIZE);
-    p = put_u32(p, ARANGES_SIZE - 4);
-    p = put_u16(p, 2);
-    p = put_u32(p, 0);                          /* .debug_info offset */
-    *p++ = 8;                                   /* address size */
-    *p++ = 0;                                   /* segment selector size */
-    p += 4;                                     /* (to 16 bytes) */
-    p = put_u64(p, TEXT_OFF);
-    (void)put_u64(p, text_size);
-    /* then the terminating pair of zeros */
+    size_t unit = begin_unit(w);
+    _PyPerfBytes_U16(w, 2);                     /* version */
+    _PyPerfBytes_U32(w, 0);                     /* .debug_info offset */
+    _PyPerfBytes_U8(w, 8);                      /* address size */
+    _PyPerfBytes_U8(w, 0);                      /* segment selector size */
+    _PyPerfBytes_U32(w, 0);                     /* (to 16 bytes) */
+    _PyPerfBytes_U64(w, TEXT_OFF);
+    _PyPerfBytes_U64(w, text_size);
+    _PyPerfBytes_U64(w, 0);                     /* the terminating pair */
+    _PyPerfBytes_U64(w, 0);
+    end_unit(w, unit);
 }
 
-/* Bytes of .debug_line before its file entries, then in all. */
-static size_t
-line_files_at(size_t nslots)
-{
-    return 4 + 2 + 1 + 1 + 4 + 6 + sizeof(standard_opcode_lengths)
-           + 1 + 2 + 1 + 1 + 1 + 4 + uleb_size(nslots + 1);
-}
-
-static size_t
-debug_line_size(size_t nslots)
-{
-    return line_files_at(nslots) + FILE_ENTRY_SIZE * (nslots + 1)
-           + 11 + rows_at(nslots) + 3;
-}
+/* Where the debug sections start, and the fields that naming a slot
+   rewrites: offsets from the start of .debug_abbrev. */
+typedef struct {
+    size_t info, aranges, line;
+    size_t files;                 /* .debug_line's file entry 0 */
+    size_t rows;                  /* slot 0's rows */
+    size_t end;
+} debug_layout;
 
 /* .debug_line: a header whose file entry i + 1 is slot i's file (the empty
    string until it is handed out), and one sequence over .text with a row
-   per slot (line 0, no source, until it is handed out).  Sets *rows to
-   the offset of slot 0's rows. */
+   per slot (line 0, no source, until it is handed out). */
 static void
-put_debug_line(unsigned char *start, size_t nslots, size_t slot_size,
-               uint64_t *rows)
+put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+               debug_layout *at)
 {
-    size_t size = debug_line_size(nslots);
-    unsigned char *p = start;
-    p = put_u32(p, (uint32_t)(size - 4));
-    p = put_u16(p, 5);
-    *p++ = 8;                                   /* address size */
-    *p++ = 0;                                   /* segment selector size */
-    unsigned char *header_length = p;
-    p += 4;
-    *p++ = 1;                       /* minimum instruction length */
-    *p++ = 1;                       /* maximum operations per instruction */
-    *p++ = 1;                                   /* default_is_stmt */
-    *p++ = (unsigned char)-5;                   /* line_base */
-    *p++ = 14;                                  /* line_range */
-    *p++ = LINE_OPCODE_BASE;
-    memcpy(p, standard_opcode_lengths, sizeof(standard_opcode_lengths));
-    p += sizeof(standard_opcode_lengths);
-    *p++ = 1;                                   /* directory entry format */
-    *p++ = LNCT_path;
-    *p++ = FORM_string;
-    *p++ = 1;                                   /* one directory */
-    *p++ = '\0';                                /* its path: "" */
-    *p++ = 2;                                   /* file entry format */
-    *p++ = LNCT_path;
-    *p++ = FORM_line_strp;
-    *p++ = LNCT_directory_index;
-    *p++ = FORM_udata;
-    p = put_uleb(p, nslots + 1);
-    assert((size_t)(p - start) == line_files_at(nslots));
-    p = put_u32(p, 1);                          /* file 0: CU_NAME */
-    *p++ = 0;
-    memset(p, 0, FILE_ENTRY_SIZE * nslots);     /* "", directory 0 */
-    p += FILE_ENTRY_SIZE * nslots;
-    (void)put_u32(header_length,
-                  (uint32_t)(p - (header_length + 4)));
-    *p++ = 0;                                   /* DW_LNE_set_address */
-    *p++ = 9;
-    *p++ = LNE_set_address;
-    p = put_u64(p, TEXT_OFF);
-    *rows = (uint64_t)(p - start);
+    size_t unit = begin_unit(w);
+    _PyPerfBytes_U16(w, 5);                     /* version */
+    _PyPerfBytes_U8(w, 8);                      /* address size */
+    _PyPerfBytes_U8(w, 0);                      /* segment selector size */
+    size_t header_length = w->n;
+    _PyPerfBytes_U32(w, 0);                     /* patched */
+    _PyPerfBytes_U8(w, 1);          /* minimum instruction length */
+    _PyPerfBytes_U8(w, 1);          /* maximum operations per instruction */
+    _PyPerfBytes_U8(w, 1);                      /* default_is_stmt */
+    _PyPerfBytes_U8(w, (unsigned char)-5);      /* line_base */
+    _PyPerfBytes_U8(w, 14);                     /* line_range */
+    _PyPerfBytes_U8(w, LINE_OPCODE_BASE);
+    _PyPerfBytes_Put(w, standard_opcode_lengths,
+                     sizeof(standard_opcode_lengths));
+    _PyPerfBytes_U8(w, 1);                      /* directory entry format */
+    _PyPerfBytes_U8(w, LNCT_path);
+    _PyPerfBytes_U8(w, FORM_string);
+    _PyPerfBytes_U8(w, 1);                      /* one directory */
+    _PyPerfBytes_U8(w, '\0');                   /* its path: "" */
+    _PyPerfBytes_U8(w, 2);                      /* file entry format */
+    _PyPerfBytes_U8(w, LNCT_path);
+    _PyPerfBytes_U8(w, FORM_line_strp);
+    _PyPerfBytes_U8(w, LNCT_directory_index);
+    _PyPerfBytes_U8(w, FORM_udata);
+    _PyPerfBytes_Uleb(w, nslots + 1);
+    at->files = w->n;
+    _PyPerfBytes_U32(w, 1);                     /* file 0: CU_NAME */
+    _PyPerfBytes_U8(w, 0);                      /* in directory 0 */
+    /* the slots' files: "" (at 0), in directory 0 */
+    _PyPerfBytes_Zeros(w, FILE_ENTRY_SIZE * nslots);
+    _PyPerfBytes_Patch32(w, header_length,
+                         (uint32_t)(w->n - (header_length + 4)));
+    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_set_address */
+    _PyPerfBytes_U8(w, 9);
+    _PyPerfBytes_U8(w, LNE_set_address);
+    _PyPerfBytes_U64(w, TEXT_OFF);
+    /* A slot's rows: set_file(i + 1), then the same bytes for every
+       slot: its line (0 until it is handed out) and the advance to the
+       next slot. */
+    unsigned char same[ROW_LINE_SIZE + 3];
+    _PyPerfBytes t = {same, 0, sizeof(same)};
+    put_line(&t, 0);
+    _PyPerfBytes_U8(&t, LNS_fixed_advance_pc);
+    _PyPerfBytes_U16(&t, (uint16_t)slot_size);
+    assert(t.n == sizeof(same));
+    at->rows = w->n;
     for (size_t i = 0; i < nslots; i++) {
-        assert((uint64_t)(p - start) == *rows + rows_at(i));
-        *p++ = LNS_set_file;
-        p = put_uleb(p, i + 1);
-        p = put_line(p, 0);
-        *p++ = LNS_fixed_advance_pc;
-        p = put_u16(p, (uint16_t)slot_size);
+        assert(w->n == at->rows + rows_at(i));
+        _PyPerfBytes_U8(w, LNS_set_file);
+        _PyPerfBytes_Uleb(w, i + 1);
+        _PyPerfBytes_Put(w, same, sizeof(same));
     }
-    *p++ = 0;                                   /* DW_LNE_end_sequence */
-    *p++ = 1;
-    *p++ = LNE_end_sequence;
-    assert((size_t)(p - start) == size);
+    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
+    _PyPerfBytes_U8(w, 1);
+    _PyPerfBytes_U8(w, LNE_end_sequence);
+    end_unit(w, unit);
+}
+
+/* The debug sections, one after another from .debug_abbrev; a writer
+   with cap 0 lays them out. */
+static void
+put_debug_sections(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+                   debug_layout *at)
+{
+    uint64_t text_size = (uint64_t)nslots * slot_size;
+    _PyPerfBytes_Put(w, debug_abbrev, sizeof(debug_abbrev));
+    at->info = w->n;
+    put_debug_info(w, text_size);
+    at->aranges = w->n;
+    put_debug_aranges(w, text_size);
+    at->line = w->n;
+    put_debug_line(w, nslots, slot_size, at);
+    at->end = w->n;
 }
 
 /* Write all of buf at `off`. */
@@ -478,12 +477,10 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t symtab_off = round_up(mapped_end, 8);
     uint64_t symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
     uint64_t abbrev_off = symtab_off + symtab_size;
-    uint64_t info_off = abbrev_off + sizeof(debug_abbrev);
-    uint64_t info_size = DEBUG_INFO_SIZE;
-    uint64_t aranges_off = info_off + info_size;
-    uint64_t line_off = aranges_off + ARANGES_SIZE;
-    uint64_t line_size = debug_line_size(nslots);
-    uint64_t shstrtab_off = line_off + line_size;
+    debug_layout at;
+    _PyPerfBytes measure = {NULL, 0, 0};
+    put_debug_sections(&measure, nslots, slot_size, &at);
+    uint64_t shstrtab_off = abbrev_off + at.end;
     uint64_t shdr_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
     uint64_t strtab_off = shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
     uint64_t file_size = strtab_off + STRTAB_INIT_SIZE;
@@ -562,12 +559,9 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     /* (zeros from the last copy to the .eh_frame) */
     memset(text + nslots * slot_size, 0,
            (size_t)(eh_off - TEXT_OFF - nslots * slot_size));
-    memcpy(tail, debug_abbrev, sizeof(debug_abbrev));
-    put_debug_info(tail + (info_off - abbrev_off), text_size);
-    put_debug_aranges(tail + (aranges_off - abbrev_off), text_size);
-    uint64_t rows_off;
-    put_debug_line(tail + (line_off - abbrev_off), nslots, slot_size,
-                   &rows_off);
+    _PyPerfBytes debug = {tail, 0, at.end};
+    put_debug_sections(&debug, nslots, slot_size, &at);
+    assert(debug.n == at.end);
     memcpy(tail + (shstrtab_off - abbrev_off), shstrtab, sizeof(shstrtab));
     memcpy(tail + (strtab_off - abbrev_off) + 1, CU_NAME, sizeof(CU_NAME));
 
@@ -592,16 +586,16 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym)};
     sh[SEC_ABBREV] = (Elf64_Shdr){
         .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off,
-        .sh_size = sizeof(debug_abbrev), .sh_addralign = 1};
+        .sh_size = at.info, .sh_addralign = 1};
     sh[SEC_INFO] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = info_off,
-        .sh_size = info_size, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off + at.info,
+        .sh_size = at.aranges - at.info, .sh_addralign = 1};
     sh[SEC_ARANGES] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = aranges_off,
-        .sh_size = ARANGES_SIZE, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off + at.aranges,
+        .sh_size = at.line - at.aranges, .sh_addralign = 1};
     sh[SEC_LINE] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = line_off,
-        .sh_size = line_size, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off + at.line,
+        .sh_size = at.end - at.line, .sh_addralign = 1};
     sh[SEC_STRTAB] = (Elf64_Shdr){
         .sh_type = SHT_STRTAB, .sh_offset = strtab_off,
         .sh_size = STRTAB_INIT_SIZE, .sh_addralign = 1};
@@ -649,8 +643,8 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     PyMem_RawFree(img);
     elf->slot_size = slot_size;
     elf->symtab_off = symtab_off;
-    elf->files_off = line_off + line_files_at(nslots);
-    elf->rows_off = line_off + rows_off;
+    elf->files_off = abbrev_off + at.files;
+    elf->rows_off = abbrev_off + at.rows;
     elf->strtab_hdr_off = shdr_off + SEC_STRTAB * sizeof(Elf64_Shdr);
     elf->strtab_off = strtab_off;
     elf->strtab_size = STRTAB_INIT_SIZE;
@@ -717,9 +711,11 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
     }
     elf->strtab_used = name_off + len;
     unsigned char file[4], line[ROW_LINE_SIZE];
-    (void)put_u32(file, (uint32_t)(name_off + file_at));
-    (void)put_line(line, code->co_firstlineno > 0 ? code->co_firstlineno
-                                                   : 0);
+    _PyPerfBytes fw = {file, 0, sizeof(file)};
+    _PyPerfBytes_U32(&fw, (uint32_t)(name_off + file_at));
+    _PyPerfBytes lw = {line, 0, sizeof(line)};
+    put_line(&lw, code->co_firstlineno > 0 ? code->co_firstlineno : 0);
+    assert(fw.n == sizeof(file) && lw.n == sizeof(line));
     if (write_at(elf->fd, file, sizeof(file),
                  elf->files_off + (i + 1) * FILE_ENTRY_SIZE) < 0
         || write_at(elf->fd, line, sizeof(line),

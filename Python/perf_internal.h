@@ -77,6 +77,92 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
+/* ---- Bytes of DWARF and ELF tables (Python/perf_unwind.c, perf_elf.c) --
+
+   Bytes go to p[n], n counting each one; one that would end past `cap`
+   is counted but not stored, so that a writer with cap 0 measures what
+   the same calls would write.  Values are in the host's byte order: the
+   tables describe code of this process, for readers of this machine. */
+
+typedef struct {
+    unsigned char *p;
+    size_t n;
+    size_t cap;
+} _PyPerfBytes;
+
+/* Do `size` more bytes fit? */
+static inline int
+_PyPerfBytes_Fit(const _PyPerfBytes *w, size_t size)
+{
+    return w->n <= w->cap && size <= w->cap - w->n;
+}
+
+static inline void
+_PyPerfBytes_Put(_PyPerfBytes *w, const void *src, size_t size)
+{
+    if (_PyPerfBytes_Fit(w, size)) {
+        memcpy(w->p + w->n, src, size);
+    }
+    w->n += size;
+}
+
+static inline void
+_PyPerfBytes_Zeros(_PyPerfBytes *w, size_t size)
+{
+    if (_PyPerfBytes_Fit(w, size)) {
+        memset(w->p + w->n, 0, size);
+    }
+    w->n += size;
+}
+
+static inline void
+_PyPerfBytes_U8(_PyPerfBytes *w, unsigned int v)
+{
+    if (w->n < w->cap) {
+        w->p[w->n] = (unsigned char)v;
+    }
+    w->n++;
+}
+
+static inline void
+_PyPerfBytes_U16(_PyPerfBytes *w, uint16_t v)
+{
+    _PyPerfBytes_Put(w, &v, sizeof(v));
+}
+
+static inline void
+_PyPerfBytes_U32(_PyPerfBytes *w, uint32_t v)
+{
+    _PyPerfBytes_Put(w, &v, sizeof(v));
+}
+
+static inline void
+_PyPerfBytes_U64(_PyPerfBytes *w, uint64_t v)
+{
+    _PyPerfBytes_Put(w, &v, sizeof(v));
+}
+
+/* An unsigned LEB128. */
+static inline void
+_PyPerfBytes_Uleb(_PyPerfBytes *w, uint64_t v)
+{
+    do {
+        unsigned int b = v & 0x7f;
+        v >>= 7;
+        _PyPerfBytes_U8(w, b | (v ? 0x80 : 0));
+    } while (v);
+}
+
+/* Store `v` over the 4 bytes written at `at` (nothing if they were not
+   stored). */
+static inline void
+_PyPerfBytes_Patch32(_PyPerfBytes *w, size_t at, uint32_t v)
+{
+    if (at <= w->cap && sizeof(v) <= w->cap - at) {
+        memcpy(w->p + at, &v, sizeof(v));
+    }
+}
+
 /* ---- The template's unwind table (Python/perf_unwind.c) --------------- */
 
 /* The ELF machine (e_machine) of the template's architecture. */

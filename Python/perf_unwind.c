@@ -49,60 +49,15 @@
 #include <errno.h>
 #include <string.h>
 
-/* ---- DWARF bytes -------------------------------------------------------- */
-
-typedef struct {
-    unsigned char *p;
-    size_t n;
-    size_t cap;
-} bytes_writer;
-
-static void
-put_u8(bytes_writer *w, unsigned int v)
-{
-    if (w->n < w->cap) {
-        w->p[w->n] = (unsigned char)v;
-    }
-    w->n++;
-}
-
-static void
-put_u32(bytes_writer *w, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        put_u8(w, (v >> (8 * i)) & 0xff);
-    }
-}
-
-static void
-patch_u32(bytes_writer *w, size_t at, uint32_t v)
-{
-    for (int i = 0; i < 4; i++) {
-        if (at + i < w->cap) {
-            w->p[at + i] = (unsigned char)((v >> (8 * i)) & 0xff);
-        }
-    }
-}
-
-/* Little-endian, as every architecture with a template here is. */
-static inline void
-store_u32(unsigned char *p, uint32_t v)
-{
-    p[0] = (unsigned char)v;
-    p[1] = (unsigned char)(v >> 8);
-    p[2] = (unsigned char)(v >> 16);
-    p[3] = (unsigned char)(v >> 24);
-}
-
 /* Pad a CIE or FDE that started at `start` with DW_CFA_nop to pointer
    alignment, then store its length (which excludes the length field). */
 static void
-close_entry(bytes_writer *w, size_t start)
+close_entry(_PyPerfBytes *w, size_t start)
 {
     while ((w->n - start) % 8 != 0) {
-        put_u8(w, 0x00);          /* DW_CFA_nop */
+        _PyPerfBytes_U8(w, 0x00);     /* DW_CFA_nop */
     }
-    patch_u32(w, start, (uint32_t)(w->n - start - 4));
+    _PyPerfBytes_Patch32(w, start, (uint32_t)(w->n - start - 4));
 }
 
 #define DW_EH_PE_udata4 0x03
@@ -402,24 +357,24 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
     /* Offsets from the .eh_frame's first byte; copy k starts at
        code_at(k), before the table or inside the range after it. */
 #define code_at(k) ((int64_t)(k) * (int64_t)stride - (int64_t)code_before)
-    bytes_writer w = {buf, 0, buf != NULL ? cap : 0};
+    _PyPerfBytes w = {buf, 0, buf != NULL ? cap : 0};
 
     /* CIE */
     size_t cie = w.n;
-    put_u32(&w, 0);               /* length, patched */
-    put_u32(&w, 0);               /* CIE id */
-    put_u8(&w, 1);                /* version */
+    _PyPerfBytes_U32(&w, 0);      /* length, patched */
+    _PyPerfBytes_U32(&w, 0);      /* CIE id */
+    _PyPerfBytes_U8(&w, 1);       /* version */
     for (const char *a = r.augmentation; *a; a++) {
-        put_u8(&w, (unsigned char)*a);
+        _PyPerfBytes_U8(&w, (unsigned char)*a);
     }
-    put_u8(&w, 0);
-    put_u8(&w, r.code_align);     /* code alignment factor */
-    put_u8(&w, DATA_ALIGN_MINUS_8);   /* data alignment factor: -8 */
-    put_u8(&w, r.ra_reg);         /* return address register */
-    put_u8(&w, 1);                /* augmentation data length */
-    put_u8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
+    _PyPerfBytes_U8(&w, 0);
+    _PyPerfBytes_U8(&w, r.code_align);            /* code alignment factor */
+    _PyPerfBytes_U8(&w, DATA_ALIGN_MINUS_8);      /* data alignment: -8 */
+    _PyPerfBytes_U8(&w, r.ra_reg);                /* return address reg */
+    _PyPerfBytes_U8(&w, 1);                       /* augmentation size */
+    _PyPerfBytes_U8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
     for (size_t i = 0; i < r.cie_size; i++) {
-        put_u8(&w, r.cie[i]);
+        _PyPerfBytes_U8(&w, r.cie[i]);
     }
     close_entry(&w, cie);
 
@@ -428,14 +383,14 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
        bytes, but for its CIE pointer and pc_begin, so it is a copy of the
        first with those two fields patched (an arena has thousands). */
     size_t first_fde = w.n;
-    put_u32(&w, 0);               /* length, patched */
-    put_u32(&w, (uint32_t)(first_fde + 4 - cie));   /* CIE pointer */
+    _PyPerfBytes_U32(&w, 0);      /* length, patched */
+    _PyPerfBytes_U32(&w, (uint32_t)(first_fde + 4 - cie));    /* CIE pointer */
     /* pc_begin, pcrel: from this field to the copy's first byte */
-    put_u32(&w, (uint32_t)(int32_t)(code_at(0) - (int64_t)w.n));
-    put_u32(&w, (uint32_t)size);  /* pc_range */
-    put_u8(&w, 0);                /* augmentation data length */
+    _PyPerfBytes_U32(&w, (uint32_t)(int32_t)(code_at(0) - (int64_t)w.n));
+    _PyPerfBytes_U32(&w, (uint32_t)size);         /* pc_range */
+    _PyPerfBytes_U8(&w, 0);                       /* augmentation size */
     for (size_t i = 0; i < r.fde_size; i++) {
-        put_u8(&w, r.fde[i]);
+        _PyPerfBytes_U8(&w, r.fde[i]);
     }
     close_entry(&w, first_fde);
     size_t fde_size = w.n - first_fde;
@@ -453,29 +408,29 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
     for (size_t k = 1; k < count; k++) {
         size_t fde = first_fde + k * fde_size;
         memcpy(buf + fde, buf + first_fde, fde_size);
-        store_u32(buf + fde + 4, (uint32_t)(fde + 4 - cie));
-        store_u32(buf + fde + 8,
-                  (uint32_t)(int32_t)(code_at(k) - (int64_t)(fde + 8)));
+        _PyPerfBytes_Patch32(&w, fde + 4, (uint32_t)(fde + 4 - cie));
+        _PyPerfBytes_Patch32(&w, fde + 8, (uint32_t)(int32_t)(
+            code_at(k) - (int64_t)(fde + 8)));
     }
-    unsigned char *p = buf + first_fde + count * fde_size;
-    store_u32(p, 0);              /* terminator */
+    w.n = first_fde + count * fde_size;
+    _PyPerfBytes_U32(&w, 0);      /* terminator */
 
     /* .eh_frame_hdr, right after the .eh_frame: a table sorted by
        address, whose entries are relative to the header's first byte. */
-    p = buf + eh_frame_size;
-    p[0] = 1;                     /* version */
-    p[1] = DW_EH_PE_pcrel | DW_EH_PE_sdata4;        /* eh_frame_ptr */
-    p[2] = DW_EH_PE_udata4;                         /* fde_count */
-    p[3] = DW_EH_PE_datarel | DW_EH_PE_sdata4;      /* table */
-    store_u32(p + 4, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
-    store_u32(p + 8, (uint32_t)count);
+    assert(w.n == eh_frame_size);
+    _PyPerfBytes_U8(&w, 1);       /* version */
+    _PyPerfBytes_U8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
+    _PyPerfBytes_U8(&w, DW_EH_PE_udata4);                     /* fde_count */
+    _PyPerfBytes_U8(&w, DW_EH_PE_datarel | DW_EH_PE_sdata4);  /* table */
+    _PyPerfBytes_U32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
+    _PyPerfBytes_U32(&w, (uint32_t)count);
     for (size_t k = 0; k < count; k++) {
-        unsigned char *e = p + 12 + 8 * k;
-        store_u32(e, (uint32_t)(int32_t)(code_at(k)
-                                         - (int64_t)eh_frame_size));
-        store_u32(e + 4, (uint32_t)((int32_t)(first_fde + k * fde_size)
-                                    - (int32_t)eh_frame_size));
+        _PyPerfBytes_U32(&w, (uint32_t)(int32_t)(
+            code_at(k) - (int64_t)eh_frame_size));
+        _PyPerfBytes_U32(&w, (uint32_t)((int32_t)(first_fde + k * fde_size)
+                                        - (int32_t)eh_frame_size));
     }
+    assert(w.n == total);
 #undef code_at
     *eh_frame_size_out = eh_frame_size;
     *hdr_size_out = total - eh_frame_size;
