@@ -69,7 +69,7 @@ _PyPerfTrampoline_StackLeft(void)
         return 0;
     }
     stack_budget_init(budget);
-    return _PyPerf_StackPointer() - budget->low < budget->span;
+    return _PyPerf_StackAbove(&budget->low) < budget->span;
 }
 #else
 _PyPerfStackCopy _PyPerf_stack_copy;
@@ -85,7 +85,7 @@ _PyPerfTrampoline_StackLeft(void)
     _PyPerf_stack_copy.id = tstate->id;
     _PyPerf_stack_copy.low = budget->low;
     _PyPerf_stack_copy.span = budget->span;
-    return _PyPerf_StackPointer() - budget->low < budget->span;
+    return _PyPerf_StackAbove(&budget->low) < budget->span;
 }
 #endif
 

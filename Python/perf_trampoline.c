@@ -103,6 +103,12 @@
 #include "pycore_pystate.h"       // _PyInterpreterState_GET()
 #include "perf_internal.h"
 
+/* _PyPerfTrampoline_EvalFrame once a backend has been activated, NULL
+   before (there is no other value): what ceval.c's copies of the call
+   instructions compare interp->eval_frame with (pycore_perf_trampoline.h
+   says why a variable). */
+_PyFrameEvalFunction _PyPerf_hook;
+
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <errno.h>
@@ -339,6 +345,7 @@ _PyPerf_Activate(const char *name)
     if (!failed) {
         deactivate_locked();
         perf.active = st;
+        _PyPerf_hook = _PyPerfTrampoline_EvalFrame;
         _PyInterpreterState_SetEvalFrameFunc(interp,
                                              _PyPerfTrampoline_EvalFrame);
         notify(_PyPerf_CHANGED);

@@ -62,10 +62,15 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
 /* In that copy: is the hook ours?  Read anew (volatile), or the compiler
    keeps the value the instruction tested in a register for this test, and
    the instruction pays one more instruction on every call without any
-   hook. */
+   hook.  It is compared with a variable holding our hook, not with the
+   function's address: with LTO that address is a known constant, which
+   x86-64 must first load into a register (GCC folds no volatile load into
+   a comparison), one more instruction on every trampolined call than the
+   comparison with memory that a variable gets (callgrind, PGO+LTO). */
+extern PERF_TRAMPOLINE_HIDDEN _PyFrameEvalFunction _PyPerf_hook;
 #define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
-     == _PyPerfTrampoline_EvalFrame)
+     == _PyPerf_hook)
 
 /* A trampoline: calls eval(tstate, frame, throwflag) from its own code. */
 typedef PyObject *(*_PyPerfTrampolineFunc)(
@@ -122,8 +127,13 @@ typedef struct {
     int known;
 } _PyPerfStackBudget;
 
-/* Initial-exec where the interpreter is linked into the executable: the
-   variable is then one load away.  A shared libpython keeps the compiler's
+/* Local-exec where the interpreter is compiled for an executable
+   (-fPIE, or no PIC at all: such code cannot go into a shared object
+   anyway): the variable is at a constant offset from the thread pointer,
+   so the call path's test needs no instruction to load that offset first,
+   as initial-exec does (one instruction per trampolined call, callgrind).
+   Initial-exec for -fPIC code linked into an executable.  A shared
+   libpython keeps the compiler's
    (dynamic) model, as stock 3.11's does: initial-exec would mark it
    STATIC_TLS, and a host that dlopen()s it (mod_wsgi, an editor's plugin)
    would fail to load it once glibc's small static TLS surplus is taken
@@ -132,37 +142,54 @@ typedef struct {
    instructions per trampolined call, measured): calls test a copy of the
    budget instead, below. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(Py_ENABLE_SHARED)
-#  define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("initial-exec")))
+#  if defined(__PIE__) || !defined(__PIC__)
+#    define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("local-exec")))
+#  else
+#    define PERF_TRAMPOLINE_TLS_MODEL \
+         __attribute__((tls_model("initial-exec")))
+#  endif
 #else
 #  define PERF_TRAMPOLINE_TLS_MODEL
 #endif
 extern PERF_TRAMPOLINE_HIDDEN _Thread_local _PyPerfStackBudget
     _PyPerf_stack_budget PERF_TRAMPOLINE_TLS_MODEL;
 
-/* The stack pointer: where the caller's native frame is.  (Not the
-   address of a local variable: under AddressSanitizer's
-   detect_stack_use_after_return, locals live on a "fake stack" on the
-   heap; nor __builtin_frame_address(0), which would make GCC give
-   _PyEval_EvalFrameDefault a frame pointer.)  Volatile, so that it is
-   read where it is used and not kept in a register all along. */
+/* The stack pointer (where the caller's native frame is) less *low,
+   modulo 2**64: where the frame is in a budget that starts at *low.  The
+   stack pointer, not the address of a local variable: under
+   AddressSanitizer's detect_stack_use_after_return, locals live on a
+   "fake stack" on the heap; nor __builtin_frame_address(0), which would
+   make GCC give _PyEval_EvalFrameDefault a frame pointer.  Read in a
+   volatile asm, where it is used, not kept in a register all along.  On
+   x86-64 the same asm subtracts *low straight from memory: written in C,
+   the evaluator (short of registers) loads both fields of the budget into
+   registers first, one instruction more in the test. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-#  define _PyPerf_READ_SP(sp) __asm__ volatile ("movq %%rsp, %0" : "=r" (sp))
-#elif (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
-#  define _PyPerf_READ_SP(sp) __asm__ volatile ("mov %0, sp" : "=r" (sp))
-#elif (defined(__GNUC__) || defined(__clang__)) && defined(__riscv)
-#  define _PyPerf_READ_SP(sp) __asm__ volatile ("mv %0, sp" : "=r" (sp))
-#else
-#  define _PyPerf_READ_SP(sp) \
-    do { volatile char _here; (sp) = (uintptr_t)&_here; } while (0)
-#endif
-
 static inline uintptr_t
-_PyPerf_StackPointer(void)
+_PyPerf_StackAbove(const uintptr_t *low)
+{
+    uintptr_t d;
+    __asm__ volatile ("movq %%rsp, %0\n\tsubq %1, %0"
+                      : "=&r" (d) : "m" (*low) : "cc");
+    return d;
+}
+#else
+#  if (defined(__GNUC__) || defined(__clang__)) && defined(__aarch64__)
+#    define _PyPerf_READ_SP(sp) __asm__ volatile ("mov %0, sp" : "=r" (sp))
+#  elif (defined(__GNUC__) || defined(__clang__)) && defined(__riscv)
+#    define _PyPerf_READ_SP(sp) __asm__ volatile ("mv %0, sp" : "=r" (sp))
+#  else
+#    define _PyPerf_READ_SP(sp) \
+         do { volatile char _here; (sp) = (uintptr_t)&_here; } while (0)
+#  endif
+static inline uintptr_t
+_PyPerf_StackAbove(const uintptr_t *low)
 {
     uintptr_t sp;
     _PyPerf_READ_SP(sp);
-    return sp;
+    return sp - *low;
 }
+#endif
 
 /* Is the caller's native frame, on the thread of `tstate`, within the
    budget?  (Written without __builtin_expect: with it, GCC 12 allocates
@@ -170,7 +197,7 @@ _PyPerf_StackPointer(void)
    the off path cost two more instructions each.) */
 #ifndef Py_ENABLE_SHARED
 #define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
-    (_PyPerf_StackPointer() - _PyPerf_stack_budget.low \
+    (_PyPerf_StackAbove(&_PyPerf_stack_budget.low) \
      < _PyPerf_stack_budget.span)
 #else
 /* A shared libpython: the budget of the thread that last made a
@@ -188,7 +215,7 @@ typedef struct {
 extern PERF_TRAMPOLINE_HIDDEN _PyPerfStackCopy _PyPerf_stack_copy;
 #define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
     (_PyPerf_stack_copy.id == (tstate)->id \
-     && _PyPerf_StackPointer() - _PyPerf_stack_copy.low \
+     && _PyPerf_StackAbove(&_PyPerf_stack_copy.low) \
         < _PyPerf_stack_copy.span)
 #endif
 
