@@ -153,8 +153,8 @@ _PyPerfBytes_Uleb(_PyPerfBytes *w, uint64_t v)
     } while (v);
 }
 
-/* Store `v` over the 4 bytes written at `at` (nothing if they were not
-   stored). */
+/* Store `v` at p[at], over bytes written or copied there (nothing if
+   they would end past `cap`). */
 static inline void
 _PyPerfBytes_Patch32(_PyPerfBytes *w, size_t at, uint32_t v)
 {

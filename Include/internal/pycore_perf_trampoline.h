@@ -59,14 +59,21 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
         } \
     } while (0)
 
-/* In that copy: is the hook ours?  Read anew (volatile), or the compiler
-   keeps the value the instruction tested in a register for this test, and
-   the instruction pays one more instruction on every call without any
-   hook.  It is compared with a variable holding our hook, not with the
-   function's address: with LTO that address is a known constant, which
-   x86-64 must first load into a register (GCC folds no volatile load into
-   a comparison), one more instruction on every trampolined call than the
-   comparison with memory that a variable gets (callgrind, PGO+LTO). */
+/* In that copy, which runs only once the instruction has seen a hook
+   (eval_frame not NULL): is the hook ours?  Read anew (volatile), or the
+   compiler keeps the value the instruction tested in a register for this
+   test, and the instruction pays one more instruction on every call
+   without any hook.  It is compared with a variable that holds our hook
+   once a backend has been activated (NULL before, when no hook can be
+   ours), not with the function's address: where that address is a
+   link-time constant (LTO), x86-64 must first put it in a register, and
+   GCC folds no volatile load into the comparison: one more instruction on
+   every trampolined call than the comparison with memory that a variable
+   gets (callgrind, PGO+LTO; without LTO the address is compared from its
+   GOT entry, in memory too).  The other tests (PERF_TRAMPOLINE_HOOK, and
+   specialize.c's) compare with the address: the two differ only if
+   someone installed _PyPerfTrampoline_EvalFrame without activating a
+   backend, when the copies deoptimize (slower, never wrong). */
 extern PERF_TRAMPOLINE_HIDDEN _PyFrameEvalFunction _PyPerf_hook;
 #define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
@@ -133,14 +140,13 @@ typedef struct {
    so the call path's test needs no instruction to load that offset first,
    as initial-exec does (one instruction per trampolined call, callgrind).
    Initial-exec for -fPIC code linked into an executable.  A shared
-   libpython keeps the compiler's
-   (dynamic) model, as stock 3.11's does: initial-exec would mark it
-   STATIC_TLS, and a host that dlopen()s it (mod_wsgi, an editor's plugin)
-   would fail to load it once glibc's small static TLS surplus is taken
-   ("cannot allocate memory in static TLS block"; tools/abi/dlopen_host.sh
-   checks).  There every access is a call of __tls_get_addr() (15 more
-   instructions per trampolined call, measured): calls test a copy of the
-   budget instead, below. */
+   libpython keeps the compiler's (dynamic) model, as stock 3.11's does:
+   initial-exec would mark it STATIC_TLS, and a host that dlopen()s it
+   (mod_wsgi, an editor's plugin) would fail to load it once glibc's small
+   static TLS surplus is taken ("cannot allocate memory in static TLS
+   block"; tools/abi/dlopen_host.sh checks).  There every access is a call
+   of __tls_get_addr() (15 more instructions per trampolined call,
+   measured): calls test a copy of the budget instead, below. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(Py_ENABLE_SHARED)
 #  if defined(__PIE__) || !defined(__PIC__)
 #    define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("local-exec")))
