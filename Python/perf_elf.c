@@ -246,27 +246,11 @@ rows_at(size_t i)
     return n * (1 + ROW_LINE_SIZE + 3) + uleb;
 }
 
-/* Start a unit whose first field is its length (excluding the field),
-   patched by end_unit(). */
-static size_t
-begin_unit(_PyPerfBytes *w)
-{
-    size_t start = w->n;
-    _PyPerfBytes_U32(w, 0);
-    return start;
-}
-
-static void
-end_unit(_PyPerfBytes *w, size_t start)
-{
-    _PyPerfBytes_Patch32(w, start, (uint32_t)(w->n - start - 4));
-}
-
 /* .debug_info: one compile unit over .text. */
 static void
 put_debug_info(_PyPerfBytes *w, uint64_t text_size)
 {
-    size_t unit = begin_unit(w);
+    size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 5);                     /* version */
     _PyPerfBytes_U8(w, UT_compile);
     _PyPerfBytes_U8(w, 8);                      /* address size */
@@ -276,7 +260,7 @@ put_debug_info(_PyPerfBytes *w, uint64_t text_size)
     _PyPerfBytes_U32(w, 0);                     /* DW_AT_stmt_list */
     _PyPerfBytes_U64(w, TEXT_OFF);
     _PyPerfBytes_U64(w, text_size);
-    end_unit(w, unit);
+    _PyPerfBytes_EndUnit(w, unit);
 }
 
 /* .debug_aranges: the compile unit's one range, for readers that look an
@@ -284,7 +268,7 @@ put_debug_info(_PyPerfBytes *w, uint64_t text_size)
 static void
 put_debug_aranges(_PyPerfBytes *w, uint64_t text_size)
 {
-    size_t unit = begin_unit(w);
+    size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 2);                     /* version */
     _PyPerfBytes_U32(w, 0);                     /* .debug_info offset */
     _PyPerfBytes_U8(w, 8);                      /* address size */
@@ -294,7 +278,7 @@ put_debug_aranges(_PyPerfBytes *w, uint64_t text_size)
     _PyPerfBytes_U64(w, text_size);
     _PyPerfBytes_U64(w, 0);                     /* the terminating pair */
     _PyPerfBytes_U64(w, 0);
-    end_unit(w, unit);
+    _PyPerfBytes_EndUnit(w, unit);
 }
 
 /* Where the debug sections start, and the fields that naming a slot
@@ -313,7 +297,7 @@ static void
 put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
                debug_layout *at)
 {
-    size_t unit = begin_unit(w);
+    size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 5);                     /* version */
     _PyPerfBytes_U8(w, 8);                      /* address size */
     _PyPerfBytes_U8(w, 0);                      /* segment selector size */
@@ -368,7 +352,7 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
     _PyPerfBytes_U8(w, 1);
     _PyPerfBytes_U8(w, LNE_end_sequence);
-    end_unit(w, unit);
+    _PyPerfBytes_EndUnit(w, unit);
 }
 
 /* The debug sections, one after another from .debug_abbrev; a writer

@@ -163,6 +163,24 @@ _PyPerfBytes_Patch32(_PyPerfBytes *w, size_t at, uint32_t v)
     }
 }
 
+/* A DWARF unit (a compile unit, a line program, a CIE or FDE) opens with
+   its length, which counts the bytes after that 4-byte field: write the
+   field as 0 and return where it is, then store the length once the unit
+   is written. */
+static inline size_t
+_PyPerfBytes_BeginUnit(_PyPerfBytes *w)
+{
+    size_t start = w->n;
+    _PyPerfBytes_U32(w, 0);
+    return start;
+}
+
+static inline void
+_PyPerfBytes_EndUnit(_PyPerfBytes *w, size_t start)
+{
+    _PyPerfBytes_Patch32(w, start, (uint32_t)(w->n - start - 4));
+}
+
 /* ---- The template's unwind table (Python/perf_unwind.c) --------------- */
 
 /* The ELF machine (e_machine) of the template's architecture. */

@@ -57,7 +57,7 @@ close_entry(_PyPerfBytes *w, size_t start)
     while ((w->n - start) % 8 != 0) {
         _PyPerfBytes_U8(w, 0x00);     /* DW_CFA_nop */
     }
-    _PyPerfBytes_Patch32(w, start, (uint32_t)(w->n - start - 4));
+    _PyPerfBytes_EndUnit(w, start);
 }
 
 #define DW_EH_PE_udata4 0x03
@@ -360,8 +360,7 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
     _PyPerfBytes w = {buf, 0, buf != NULL ? cap : 0};
 
     /* CIE */
-    size_t cie = w.n;
-    _PyPerfBytes_U32(&w, 0);      /* length, patched */
+    size_t cie = _PyPerfBytes_BeginUnit(&w);
     _PyPerfBytes_U32(&w, 0);      /* CIE id */
     _PyPerfBytes_U8(&w, 1);       /* version */
     for (const char *a = r.augmentation; *a; a++) {
@@ -382,8 +381,7 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
        frame.  The first is written out; every other one is the same
        bytes, but for its CIE pointer and pc_begin, so it is a copy of the
        first with those two fields patched (an arena has thousands). */
-    size_t first_fde = w.n;
-    _PyPerfBytes_U32(&w, 0);      /* length, patched */
+    size_t first_fde = _PyPerfBytes_BeginUnit(&w);
     _PyPerfBytes_U32(&w, (uint32_t)(first_fde + 4 - cie));    /* CIE pointer */
     /* pc_begin, pcrel: from this field to the copy's first byte */
     _PyPerfBytes_U32(&w, (uint32_t)(int32_t)(code_at(0) - (int64_t)w.n));
