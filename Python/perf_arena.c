@@ -142,6 +142,9 @@ arena_new(size_t slot_size)
             goto fail;
         }
     }
+    /* Without it, debuggers see the arena's frames unnamed (and gdb
+       stops there); nothing else changes. */
+    a->image = _PyPerfImage_New(mem, nslots, slot_size);
     a->start = mem;
     a->size = size;
     a->slot_size = slot_size;
@@ -230,10 +233,21 @@ _PyPerfSlot *
 _PyPerfSlot_Take(PyCodeObject *code)
 {
     _PyPerfArena *a = _PyPerf_arenas;
+    if (a->elf != NULL || a->image != NULL) {
+        char name[_PyPerf_NAME_MAX + 1];
+        size_t file_at;
+        size_t len = _PyPerf_SymbolName(code, name, &file_at);
+        /* A failure leaves the slot without a name there; the backends'
+           own files, on the same /tmp, will say why. */
+        if (a->elf != NULL) {
+            (void)_PyPerfElf_Name(a->elf, a->nused, code, name, len,
+                                  file_at);
+        }
+        if (a->image != NULL) {
+            (void)_PyPerfImage_Name(a->image, a->nused, name, len);
+        }
+    }
     if (a->elf != NULL) {
-        /* A failure leaves the slot without a name in the file; the
-           backends' own files, on the same /tmp, will say why. */
-        (void)_PyPerfElf_Name(a->elf, a->nused, code);
         if (a->nused + 1 == a->nslots) {
             _PyPerfElf_Close(a->elf);
             a->elf = NULL;

@@ -14,8 +14,10 @@
  * slots' code, one FDE per slot (every slot is a copy of the same
  * template, so the whole table is known when the arena is made), and a
  * symbol per slot, written when the slot is handed to a code object.
- * perf, gdb, hotspot and any other ELF reader then name and unwind the
- * trampolines with no inject and no extra recording option.
+ * perf, hotspot, eu-stack and any other reader of the files behind
+ * mappings then name and unwind the trampolines with no inject and no
+ * extra recording option.  (Debuggers learn of arenas otherwise:
+ * Python/perf_debugger.c.)
  *
  * The file, /tmp/py-perf-PID-N.so (N counts this process's arena files)
  * --------------------------------------------------------------------------
@@ -62,7 +64,8 @@
  * i + 1 of the table is slot i's, and one sequence over .text has one row
  * per slot (set the file, advance the line, emit the row, advance the line
  * back to 1, advance the address by one slot), with line 0 (no source)
- * and the empty file name until the slot is handed out.  Each line advance
+ * and the compile unit's name as file until the slot is handed out (a
+ * file entry naming the empty string crashes gdb).  Each line advance
  * is a signed LEB128 padded to 5 bytes, so naming a slot rewrites it in
  * place, and the file entry is 4 bytes: an offset into .debug_line_str.
  * That section is .strtab itself: the file name is the end of the slot's
@@ -290,8 +293,8 @@ typedef struct {
     size_t end;
 } debug_layout;
 
-/* .debug_line: a header whose file entry i + 1 is slot i's file (the empty
-   string until it is handed out), and one sequence over .text with a row
+/* .debug_line: a header whose file entry i + 1 is slot i's file (CU_NAME
+   until it is handed out), and one sequence over .text with a row
    per slot (line 0, no source, until it is handed out). */
 static void
 put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
@@ -325,8 +328,12 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     at->files = w->n;
     _PyPerfBytes_U32(w, 1);                     /* file 0: CU_NAME */
     _PyPerfBytes_U8(w, 0);                      /* in directory 0 */
-    /* the slots' files: "" (at 0), in directory 0 */
-    _PyPerfBytes_Zeros(w, FILE_ENTRY_SIZE * nslots);
+    /* the slots' files: CU_NAME too until named (gdb crashes on a file
+       entry that names the empty string), in directory 0 */
+    for (size_t i = 0; i < nslots; i++) {
+        _PyPerfBytes_U32(w, 1);
+        _PyPerfBytes_U8(w, 0);
+    }
     _PyPerfBytes_Patch32(w, header_length,
                          (uint32_t)(w->n - (header_length + 4)));
     _PyPerfBytes_U8(w, 0);                      /* DW_LNE_set_address */
@@ -659,15 +666,14 @@ still_ours(_PyPerfElf *elf)
 }
 
 int
-_PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code)
+_PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
+                const char *name, size_t name_len, size_t file_at)
 {
     if (!still_ours(elf)) {
         errno = EBADF;
         return -1;
     }
-    char name[_PyPerf_NAME_MAX + 1];
-    size_t file_at;
-    size_t len = _PyPerf_SymbolName(code, name, &file_at) + 1;
+    size_t len = name_len + 1;
     uint64_t name_off = elf->strtab_used;
     if (name_off + len > UINT32_MAX) {
         errno = EFBIG;
@@ -761,7 +767,8 @@ _PyPerfElf_New(size_t Py_UNUSED(nslots), size_t Py_UNUSED(slot_size),
 
 int
 _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
-                PyCodeObject *Py_UNUSED(code))
+                PyCodeObject *Py_UNUSED(code), const char *Py_UNUSED(name),
+                size_t Py_UNUSED(len), size_t Py_UNUSED(file_at))
 {
     errno = ENOSYS;
     return -1;

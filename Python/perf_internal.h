@@ -210,9 +210,11 @@ typedef struct _PyPerfElf _PyPerfElf;
    step that failed ("map executable", ...: for a warning). */
 extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
                                   char **code, const char **what);
-/* Give slot `i` the symbol of `code`.  0, or -1 and errno (the slot stays
-   without a name). */
-extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code);
+/* Give slot `i` the symbol `name` of `code` (`len` bytes, its file name
+   from `file_at`: _PyPerf_SymbolName()).  0, or -1 and errno (the slot
+   stays without a name). */
+extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
+                           const char *name, size_t len, size_t file_at);
 /* Let go of the file (its arena has no slot left to name, or is the
    parent's in a forked child); the mapping stays. */
 extern void _PyPerfElf_Close(_PyPerfElf *elf);
@@ -221,6 +223,22 @@ extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* In the child of fork(): its files are numbered from 0 (under its own
    pid). */
 extern void _PyPerfElf_AfterFork(void);
+
+/* ---- Arenas described to debuggers (Python/perf_debugger.c) ----------
+
+   An arena as an object file in anonymous memory, registered with GDB's
+   JIT interface, which gdb and lldb read, live and from core files. */
+typedef struct _PyPerfImage _PyPerfImage;
+
+/* Describe the arena of `nslots` slots `slot_size` bytes apart at `code`
+   and register it.  NULL and errno. */
+extern _PyPerfImage *_PyPerfImage_New(const char *code, size_t nslots,
+                                      size_t slot_size);
+/* Give slot `i` the symbol `name` (`len` bytes, the one perf shows) and
+   register the arena anew.  0, or -1 and errno (the slot stays without a
+   name). */
+extern int _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name,
+                             size_t len);
 
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 
@@ -261,6 +279,7 @@ typedef struct _PyPerfArena {
     int inherited;                /* made by the parent of a fork() */
     _PyPerfSlot *info;            /* one per slot */
     _PyPerfElf *elf;              /* its file while slots are left to name */
+    _PyPerfImage *image;          /* what debuggers read, or NULL */
 } _PyPerfArena;
 
 /* Every arena, newest first. */

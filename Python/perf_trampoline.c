@@ -85,6 +85,8 @@
  *     perf_jit_trampoline.c  of the jitdump
  *     perf_arena.c         executable memory, slots
  *     perf_elf.c           arenas as ELF files that perf reads by itself
+ *     perf_debugger.c      arenas described to gdb and lldb (GDB's JIT
+ *                          interface), live and in core files
  *     perf_unwind.c        the template's unwind table (.eh_frame), for
  *                          the jitdump and the arena files
  *     perf_file.c          the writer

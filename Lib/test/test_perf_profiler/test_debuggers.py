@@ -1,0 +1,219 @@
+"""Debuggers see every Python frame with a backend on: gdb and lldb,
+attached, started with the program, and on core files; CPython's own
+py-bt; eu-stack.  The trampolines reach them through GDB's JIT interface
+(Python/perf_debugger.c); each test checks the frames of f3 <- f2 <- f1
+<- <module> in order and the native frames below them down to the C
+start-up (`main` itself is a tail call there)."""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import unittest
+
+from test.support import os_helper
+from test.support.script_helper import make_script
+from test.support.perf_helper import (
+    HAVE_TRAMPOLINE, NO_TRAMPOLINE, run_python, forget_files, env_with)
+from ._common import setUpModule, tearDownModule  # noqa: F401
+
+
+BACKENDS = ("perf", "perf_jit")
+NAMES = ("f3", "f2", "f1", "<module>")
+# The native frames a full backtrace ends with, one of them at least.
+START = ("Py_BytesMain", "__libc_start_main", "__libc_start_call_main")
+
+# Sleeps in f3, called through f2, f1 and the module; says when it is
+# there.  With an argument, it stops itself there with that signal
+# instead (a debugger that started it sees the stop; SIGABRT from
+# os.abort() writes a core).
+NEST = """\
+import os, signal, sys, time
+print("PID", os.getpid(), flush=True)
+def f3():
+    if len(sys.argv) > 1 and sys.argv[1] == "abort":
+        os.abort()
+    if len(sys.argv) > 1:
+        os.kill(os.getpid(), signal.SIGINT)
+        return
+    print("READY", flush=True)
+    time.sleep(120)
+def f2():
+    f3()
+def f1():
+    f2()
+f1()
+"""
+
+
+def _ptrace_problem():
+    """Why no debugger can attach to a process here, or None: the probe
+    attaches gdb to a `sleep`, not to Python."""
+    if shutil.which("gdb") is None:
+        return "gdb is not installed"
+    sleeper = subprocess.Popen(["sleep", "60"])
+    try:
+        proc = subprocess.run(
+            ["gdb", "-nx", "-batch", "-p", str(sleeper.pid),
+             "-ex", "info inferiors"],
+            capture_output=True, text=True, timeout=60)
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    if re.search(r"process %d\b" % sleeper.pid, proc.stdout) is None:
+        return ("gdb cannot attach here: "
+                + (proc.stderr.strip().splitlines() or ["?"])[-1])
+    return None
+
+
+_problem = []
+
+
+def ptrace_problem():
+    if not _problem:
+        _problem.append(_ptrace_problem())
+    return _problem[0]
+
+
+def frame_names(text):
+    """The function of each frame of a gdb or lldb backtrace, in order."""
+    names = []
+    for line in text.splitlines():
+        m = (re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) ", line)
+             or re.match(r"\s*\*?\s*frame #\d+: 0x[0-9a-f]+ \S+`(\S+)", line))
+        if m:
+            names.append(m.group(1))
+    return names
+
+
+@unittest.skipIf(not HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+class DebuggerTests(unittest.TestCase):
+
+    def setUp(self):
+        problem = ptrace_problem()
+        if problem:
+            self.skipTest(problem)
+        self.tmp = tempfile.mkdtemp(prefix="test_perf_dbg_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        self.script = make_script(self.tmp, "nest", NEST)
+        self.since = __import__("time").time() - 1
+
+    def assert_python_frames(self, text, names=NAMES):
+        """The py:: frames of `names` in order (callee first), each right
+        above the native function that called its trampoline, and the
+        start-up below them all."""
+        frames = frame_names(text)
+        stem = os.path.splitext(self.script)[0]
+        pos = []
+        for name in names:
+            hits = [i for i, f in enumerate(frames)
+                    if f.startswith(f"py::{name}:{stem}")]
+            self.assertTrue(hits, f"no frame of {name} in:\n{text}")
+            pos.append(hits[0])
+        self.assertEqual(pos, sorted(pos), text)
+        self.assertNotIn("Backtrace stopped", text)
+        below = frames[pos[-1] + 1:]
+        self.assertTrue(any(f in START for f in below),
+                        f"the backtrace does not reach {START}:\n{text}")
+
+    def start(self, backend):
+        """The script, sleeping in f3 under `backend`: the Popen."""
+        proc = subprocess.Popen(
+            [sys.executable, "-X", backend, self.script],
+            stdout=subprocess.PIPE, text=True, env=env_with())
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        pid = int(proc.stdout.readline().split()[1])
+        forget_files(self, pid)
+        self.assertEqual(proc.stdout.readline().strip(), "READY")
+        return proc
+
+    def gdb(self, *args, python_gdb=False):
+        cmd = ["gdb", "-nx", "-batch"]
+        if python_gdb:
+            where = os.path.dirname(os.path.realpath(sys.executable))
+            cmd += ["-iex", f"add-auto-load-safe-path {where}"]
+        proc = subprocess.run(cmd + list(args), capture_output=True,
+                              text=True, timeout=300)
+        self.assertNotIn("Fatal signal", proc.stderr)
+        return proc.stdout + proc.stderr
+
+    def test_gdb_attached(self):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend)
+                out = self.gdb("-p", str(proc.pid), "-ex", "bt")
+                self.assert_python_frames(out)
+
+    def test_gdb_core_file(self):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend)
+                core = os.path.join(self.tmp, f"core.{proc.pid}")
+                self.gdb("-p", str(proc.pid), "-ex", f"gcore {core}")
+                proc.kill()
+                self.assertTrue(os.path.exists(core))
+                out = self.gdb(sys.executable, core, "-ex", "bt")
+                self.assert_python_frames(out)
+
+    def test_gdb_started_the_program(self):
+        # The trampolines are named while gdb watches: the names reach it
+        # through registrations made after it attached.
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                out = self.gdb("-ex", "run", "-ex", "bt", "-ex", "kill",
+                               "--args", sys.executable, "-X", backend,
+                               self.script, "interrupt")
+                for pid in re.findall(r"^PID (\d+)$", out, re.M):
+                    forget_files(self, int(pid))
+                self.assertIn("SIGINT", out)
+                self.assert_python_frames(out)
+
+    def test_py_bt(self):
+        where = os.path.dirname(os.path.realpath(sys.executable))
+        if not os.path.exists(os.path.join(where, "python-gdb.py")):
+            self.skipTest("no python-gdb.py beside the interpreter")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend)
+                out = self.gdb("-p", str(proc.pid), "-ex", "py-bt",
+                               python_gdb=True)
+                found = re.findall(
+                    r'File "%s", line \d+, in (\S+)' % re.escape(self.script),
+                    out)
+                self.assertEqual(found, list(NAMES), out)
+
+    def test_lldb_attached(self):
+        if shutil.which("lldb") is None:
+            self.skipTest("lldb is not installed")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend)
+                out = subprocess.run(
+                    ["lldb", "-b", "-p", str(proc.pid), "-o", "bt"],
+                    capture_output=True, text=True, timeout=300).stdout
+                self.assert_python_frames(out)
+
+    def test_eu_stack(self):
+        if shutil.which("eu-stack") is None:
+            self.skipTest("eu-stack is not installed")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend)
+                out = subprocess.run(
+                    ["eu-stack", "-p", str(proc.pid)],
+                    capture_output=True, text=True, timeout=300).stdout
+                # Its first thread's frames: "#N 0xADDR NAME".
+                first = out.split("\nTID")[1] if "\nTID" in out else out
+                text = "\n".join(
+                    re.sub(r"^#(\d+)\s+0x[0-9a-f]+\s+(\S+).*",
+                           r"#\1 0x0 in \2 ", line)
+                    for line in first.splitlines())
+                self.assert_python_frames(text)
+
+
+if __name__ == "__main__":
+    unittest.main()
