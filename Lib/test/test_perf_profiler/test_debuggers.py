@@ -172,6 +172,38 @@ class DebuggerTests(unittest.TestCase):
                 self.assertIn("SIGINT", out)
                 self.assert_python_frames(out)
 
+    def test_gdb_kernel_core(self):
+        # A core the kernel writes (os.abort() in f3): anonymous memory,
+        # where the arenas' images are, without the arena files' pages.
+        try:
+            with open("/proc/sys/kernel/core_pattern") as f:
+                pattern = f.read().strip()
+        except OSError as exc:
+            self.skipTest(f"cannot read the core pattern: {exc}")
+        if pattern.startswith("|") or "/" in pattern:
+            self.skipTest(f"cores go elsewhere here ({pattern!r})")
+        import resource
+
+        def unlimited_core():
+            resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,
+                                                      resource.RLIM_INFINITY))
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                cwd = tempfile.mkdtemp(dir=self.tmp)
+                proc = subprocess.run(
+                    [sys.executable, "-X", backend, self.script, "abort"],
+                    cwd=cwd, capture_output=True, text=True, env=env_with(),
+                    preexec_fn=unlimited_core, timeout=300)
+                pid = int(proc.stdout.split()[1])
+                forget_files(self, pid)
+                self.assertEqual(proc.returncode, -signal.SIGABRT)
+                cores = os.listdir(cwd)
+                if not cores:
+                    self.skipTest("the kernel wrote no core here")
+                out = self.gdb(sys.executable, os.path.join(cwd, cores[0]),
+                               "-ex", "bt")
+                self.assert_python_frames(out)
+
     def test_py_bt(self):
         where = os.path.dirname(os.path.realpath(sys.executable))
         if not os.path.exists(os.path.join(where, "python-gdb.py")):
