@@ -244,7 +244,8 @@ _PyPerfSlot_Take(PyCodeObject *code)
                                   file_at);
         }
         if (a->image != NULL) {
-            (void)_PyPerfImage_Name(a->image, a->nused, name, len);
+            (void)_PyPerfImage_Name(a->image, a->nused, name, len, file_at,
+                                    code->co_firstlineno);
         }
     }
     if (a->elf != NULL) {

@@ -24,37 +24,48 @@
  * core file, the whole list).  Without a debugger the call returns at
  * once: nothing to test, nothing on the call path of Python code.
  *
- * The image
- * ---------
- * One per arena, anonymous or file-backed alike, in anonymous memory of
- * its own: a core file holds anonymous memory but, by default, not the
+ * The objects
+ * -----------
+ * Two per arena, anonymous or file-backed alike, each in anonymous memory
+ * of its own: a core file holds anonymous memory but, by default, not the
  * pages of file mappings, and a core read on another machine has no
- * /tmp/py-perf-*.so beside it.  It is a relocatable ELF object whose
+ * /tmp/py-perf-*.so beside it.  Each is a relocatable ELF object whose
  * sections carry the addresses they describe (what debuggers expect of a
  * JIT's object):
  *
  *     ELF header, section headers, .shstrtab
- *     .text      no bytes (SHT_NOBITS): the arena's slots, at their address
- *     .eh_frame  one FDE per slot; its address is where an arena file keeps
- *                the same table, right after the slots (for an anonymous
- *                arena, where it would be), so that the pc-relative
- *                pointers are the ones Python/perf_unwind.c writes
- *     .symtab    a null symbol, one entry per slot (zeros until named)
+ *     .text      no bytes (SHT_NOBITS): the slots it names, at their address
+ *     .eh_frame  the arena's object only: one FDE per slot; its address is
+ *                where an arena file keeps the same table, right after the
+ *                slots (for an anonymous arena, where it would be), so that
+ *                the pc-relative pointers are the ones Python/perf_unwind.c
+ *                writes
+ *     .symtab    a null symbol, then one per slot named
  *     .strtab    the names, the last section: it grows at the end
  *
- * The names are the ones perf shows ("py::QUALNAME:FILENAME").
+ * The arena's object unwinds every slot and names the slots up to a
+ * point; the recent names' object names the slots after it, up to 128.
+ * Their .text sections never overlap (a debugger that finds two sections
+ * at one address names the frame from only one of them).
+ *
+ * A debugger's name is "py::QUALNAME (FILENAME:LINE)", not the one perf
+ * shows ("py::QUALNAME:FILENAME"): gdb decodes a name without a space as
+ * Ada's ("nest.py" becomes "nest[py]", "__init__" ".init.").
  *
  * Names given later
  * -----------------
- * A debugger reads an entry when it is registered; a slot named after
- * that reaches a debugger attached from the start only if the arena is
- * registered again.  Naming a slot writes its name and symbol in place,
- * then registers the image anew under the arena's second entry and
- * unregisters the first (both are registered in between, never neither:
- * a core written at any moment describes the arena).  Without a debugger
- * that is two calls of an empty function; with one, two stops.  When the
- * names outgrow the string table, the image moves to a mapping twice as
- * large, registered before the old one is unregistered and unmapped.
+ * A debugger reads an object when it is registered; a slot named after
+ * that reaches a debugger attached from the start only through a new
+ * registration, and each registration or unregistration stops the process
+ * once in the debugger, which then reads the whole object.  So a name
+ * goes into the recent names' object, registered anew under its second
+ * entry before the first is unregistered (a core written at any moment
+ * describes every slot): two stops that read at most 128 names.  Every
+ * 128 names the arena's object, which holds every name already but shows
+ * them only now, is registered anew, and the recent object starts again.
+ * Without a debugger a registration is two calls of an empty function.
+ * When the names outgrow an object's string table, it moves to a mapping
+ * twice as large, registered before the old one is unmapped.
  *
  * Every caller holds the GIL (arenas are made and slots named with it),
  * which is what serializes changes of the list.  A child of fork() keeps
@@ -125,20 +136,33 @@ enum {
 static const char shstrtab[] =
     "\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab";
 static const Elf64_Word shname[NSECTIONS] = {0, 1, 7, 17, 25, 33};
+#define SHSTRTAB_OFF (sizeof(Elf64_Ehdr) + NSECTIONS * sizeof(Elf64_Shdr))
 
-/* .strtab's first room, per slot; it doubles when names need more. */
+/* .strtab's first room, per symbol; it doubles when names need more. */
 #define NAME_ROOM 64
+/* Names a recent object holds before they go to the arena's object. */
+#define RECENT_MAX 128
 
-struct _PyPerfImage {
+/* One object file in anonymous memory, registered under one of two
+   entries: a new version is registered before the old one goes. */
+typedef struct {
     struct jit_code_entry entry[2];
     int registered;               /* index of the registered entry, or -1 */
     unsigned char *mem;           /* the mapping */
     size_t mem_size;
-    size_t nslots;
-    size_t slot_size;
     size_t symtab_off;
     size_t strtab_off;
     size_t strtab_used;           /* bytes of .strtab written */
+} jit_object;
+
+struct _PyPerfImage {
+    jit_object arena;             /* unwind table; names of slots < merged */
+    jit_object recent;            /* names of slots merged .. named - 1 */
+    uint64_t code;                /* the first slot's address */
+    size_t nslots;
+    size_t slot_size;
+    size_t merged;                /* slots described by `arena` */
+    size_t named;                 /* slots named so far, the next one */
 };
 
 static inline size_t
@@ -183,30 +207,167 @@ unlink_entry(struct jit_code_entry *e)
     e->next_entry = e->prev_entry = NULL;
 }
 
-/* Register the image as it is now (under the entry that is not
-   registered), then unregister what a debugger read before. */
-static void
-publish(_PyPerfImage *img)
+static Elf64_Shdr *
+section_headers(jit_object *o)
 {
-    int next = img->registered == 0;
-    struct jit_code_entry *e = &img->entry[next];
-    e->symfile_addr = (const char *)img->mem;
-    e->symfile_size = img->strtab_off + img->strtab_used;
-    Elf64_Shdr *sh = (Elf64_Shdr *)(img->mem + sizeof(Elf64_Ehdr));
-    sh[SEC_STRTAB].sh_size = img->strtab_used;
+    return (Elf64_Shdr *)(o->mem + sizeof(Elf64_Ehdr));
+}
+
+/* Register `o` as it is now, describing `nsyms` symbols of slots at
+   `text` .. `text + text_size`, then unregister what a debugger read
+   before. */
+static void
+publish(jit_object *o, uint64_t text, size_t text_size, size_t nsyms)
+{
+    Elf64_Shdr *sh = section_headers(o);
+    sh[SEC_TEXT].sh_addr = text;
+    sh[SEC_TEXT].sh_size = text_size;
+    sh[SEC_SYMTAB].sh_size = (nsyms + 1) * sizeof(Elf64_Sym);
+    sh[SEC_SYMTAB].sh_info = (Elf64_Word)(nsyms + 1);
+    sh[SEC_STRTAB].sh_size = o->strtab_used;
+    int next = o->registered == 0;
+    struct jit_code_entry *e = &o->entry[next];
+    e->symfile_addr = (const char *)o->mem;
+    e->symfile_size = o->strtab_off + o->strtab_used;
     link_entry(e);
-    if (img->registered >= 0) {
-        unlink_entry(&img->entry[img->registered]);
+    if (o->registered >= 0) {
+        unlink_entry(&o->entry[o->registered]);
     }
-    img->registered = next;
+    o->registered = next;
+}
+
+static void
+withdraw(jit_object *o)
+{
+    if (o->registered >= 0) {
+        unlink_entry(&o->entry[o->registered]);
+        o->registered = -1;
+    }
 }
 
 static unsigned char *
-map_image(size_t size)
+map_memory(size_t size)
 {
     void *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     return mem == MAP_FAILED ? NULL : mem;
+}
+
+/* Map `o` with room for `nsyms` symbols after `table_size` bytes of unwind
+   table and write its headers (.text and .eh_frame at `text`, `eh_addr`).
+   The table is written at o->mem + *table_off.  0, or -1 and errno. */
+static int
+object_init(jit_object *o, size_t nsyms, size_t table_size,
+            size_t *table_off, uint64_t eh_addr, size_t eh_size)
+{
+    size_t eh_off = round_up(SHSTRTAB_OFF + sizeof(shstrtab), 8);
+    /* The table may be written with more after it (the .eh_frame_hdr of
+       an arena file), which the symbols then cover. */
+    size_t symtab_off = round_up(eh_off + eh_size, 8);
+    size_t strtab_off = symtab_off + (nsyms + 1) * sizeof(Elf64_Sym);
+    size_t end = strtab_off + nsyms * NAME_ROOM;
+    size_t table_end = eh_off + table_size;
+    o->mem_size = round_up(end > table_end ? end : table_end, 4096);
+    o->mem = map_memory(o->mem_size);
+    if (o->mem == NULL) {
+        return -1;
+    }
+    *table_off = eh_off;
+    o->registered = -1;
+    o->symtab_off = symtab_off;
+    o->strtab_off = strtab_off;
+    o->strtab_used = 1;           /* the empty string; the pages are zeros */
+
+    _PyPerfElf_Header(o->mem, ET_REL, NSECTIONS, SEC_SHSTRTAB);
+    ((Elf64_Ehdr *)o->mem)->e_shoff = sizeof(Elf64_Ehdr);
+    Elf64_Shdr *sh = section_headers(o);
+    sh[SEC_TEXT] = (Elf64_Shdr){
+        .sh_type = SHT_NOBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
+        .sh_offset = eh_off, .sh_addralign = 16};
+    sh[SEC_EH_FRAME] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
+        .sh_addr = eh_addr, .sh_offset = eh_off, .sh_size = eh_size,
+        .sh_addralign = 8};
+    sh[SEC_SYMTAB] = (Elf64_Shdr){
+        .sh_type = SHT_SYMTAB, .sh_offset = symtab_off,
+        .sh_link = SEC_STRTAB, .sh_addralign = 8,
+        .sh_entsize = sizeof(Elf64_Sym)};
+    sh[SEC_STRTAB] = (Elf64_Shdr){
+        .sh_type = SHT_STRTAB, .sh_offset = strtab_off, .sh_addralign = 1};
+    sh[SEC_SHSTRTAB] = (Elf64_Shdr){
+        .sh_type = SHT_STRTAB, .sh_offset = SHSTRTAB_OFF,
+        .sh_size = sizeof(shstrtab), .sh_addralign = 1};
+    for (int i = 0; i < NSECTIONS; i++) {
+        sh[i].sh_name = shname[i];
+    }
+    memcpy(o->mem + SHSTRTAB_OFF, shstrtab, sizeof(shstrtab));
+    return 0;
+}
+
+/* Room for `len` more bytes of names in `o`: it moves to a mapping large
+   enough.  The old mapping goes only after `o` was registered from the
+   new one, at `text`, `text_size`, `nsyms` (what it described).  0, or
+   -1 and errno. */
+static int
+make_room(jit_object *o, size_t len, uint64_t text, size_t text_size,
+          size_t nsyms)
+{
+    size_t need = o->strtab_off + o->strtab_used + len;
+    if (need <= o->mem_size) {
+        return 0;
+    }
+    if (need > o->strtab_off + UINT32_MAX) {
+        errno = EFBIG;
+        return -1;
+    }
+    size_t size = o->mem_size * 2;
+    while (size < need) {
+        size *= 2;
+    }
+    unsigned char *mem = map_memory(size);
+    if (mem == NULL) {
+        return -1;
+    }
+    unsigned char *old = o->mem;
+    size_t old_size = o->mem_size;
+    memcpy(mem, old, o->strtab_off + o->strtab_used);
+    o->mem = mem;
+    o->mem_size = size;
+    if (o->registered >= 0) {
+        /* Sizes as the debuggers know them: the newer names stay hidden
+           until their own publish(). */
+        size_t used = o->strtab_used;
+        o->strtab_used = section_headers(o)[SEC_STRTAB].sh_size;
+        publish(o, text, text_size, nsyms);
+        o->strtab_used = used;
+    }
+    munmap(old, old_size);
+    return 0;
+}
+
+/* Write symbol `index` of `o` (a function `value` bytes into its .text)
+   and its name, `len` bytes at `name` then `tail`; make_room() made room
+   for them. */
+static void
+put_symbol(jit_object *o, size_t index, uint64_t value, const char *name,
+           size_t len, const char *tail, size_t tail_len)
+{
+    size_t name_off = o->strtab_used;
+    unsigned char *p = o->mem + o->strtab_off + name_off;
+    memcpy(p, name, len);
+    memcpy(p + len, tail, tail_len);
+    p[len + tail_len] = '\0';
+    o->strtab_used = name_off + len + tail_len + 1;
+    Elf64_Sym sym = {
+        .st_name = (Elf64_Word)name_off,
+        .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC),
+        .st_other = STV_DEFAULT,
+        .st_shndx = SEC_TEXT,
+        .st_value = value,
+        .st_size = _PyPerf_CodeSize(),
+    };
+    memcpy(o->mem + o->symtab_off + index * sizeof(Elf64_Sym), &sym,
+           sizeof(sym));
 }
 
 _PyPerfImage *
@@ -220,155 +381,117 @@ _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size)
     {
         return NULL;
     }
-    size_t shstrtab_off = sizeof(Elf64_Ehdr) + NSECTIONS * sizeof(Elf64_Shdr);
-    size_t eh_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
-    /* The table is written with its .eh_frame_hdr, which the symbols
-       then cover: debuggers read .eh_frame itself. */
-    size_t symtab_off = round_up(eh_off + eh_size, 8);
-    size_t symtab_size = (nslots + 1) * sizeof(Elf64_Sym);
-    size_t strtab_off = symtab_off + symtab_size;
-    size_t table_end = eh_off + eh_size + hdr_size;
-    size_t end = strtab_off + nslots * NAME_ROOM;
-    end = end > table_end ? end : table_end;
-    size_t mem_size = round_up(end, 4096);
-
     _PyPerfImage *img = PyMem_RawCalloc(1, sizeof(_PyPerfImage));
     if (img == NULL) {
         errno = ENOMEM;
         return NULL;
     }
-    unsigned char *mem = map_image(mem_size);
-    if (mem == NULL) {
-        PyMem_RawFree(img);
-        return NULL;
-    }
-    if (_PyPerfUnwind_Table(nslots, slot_size, eh_before, mem + eh_off,
-                            mem_size - eh_off, &eh_size, &hdr_size) < 0)
-    {
-        int saved = errno;
-        munmap(mem, mem_size);
-        PyMem_RawFree(img);
-        errno = saved;
-        return NULL;
-    }
-    /* Over the .eh_frame_hdr: the null symbol and the unnamed slots. */
-    memset(mem + symtab_off, 0, table_end > symtab_off
-                                ? table_end - symtab_off : 0);
-    /* .strtab: the empty string. */
-    mem[strtab_off] = '\0';
-
-    Elf64_Ehdr *eh = (Elf64_Ehdr *)mem;
-    memcpy(eh->e_ident, ELFMAG, SELFMAG);
-    eh->e_ident[EI_CLASS] = ELFCLASS64;
-#if PY_LITTLE_ENDIAN
-    eh->e_ident[EI_DATA] = ELFDATA2LSB;
-#else
-    eh->e_ident[EI_DATA] = ELFDATA2MSB;
-#endif
-    eh->e_ident[EI_VERSION] = EV_CURRENT;
-    eh->e_type = ET_REL;
-    eh->e_machine = _PyPerf_elf_machine;
-    eh->e_version = EV_CURRENT;
-    eh->e_shoff = sizeof(Elf64_Ehdr);
-    eh->e_ehsize = sizeof(Elf64_Ehdr);
-    eh->e_shentsize = sizeof(Elf64_Shdr);
-    eh->e_shnum = NSECTIONS;
-    eh->e_shstrndx = SEC_SHSTRTAB;
-
-    uint64_t text = (uint64_t)(uintptr_t)code;
-    Elf64_Shdr *sh = (Elf64_Shdr *)(mem + sizeof(Elf64_Ehdr));
-    sh[SEC_TEXT] = (Elf64_Shdr){
-        .sh_type = SHT_NOBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
-        .sh_addr = text, .sh_offset = eh_off, .sh_size = text_size,
-        .sh_addralign = 16};
-    sh[SEC_EH_FRAME] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
-        .sh_addr = text + eh_before, .sh_offset = eh_off,
-        .sh_size = eh_size, .sh_addralign = 8};
-    sh[SEC_SYMTAB] = (Elf64_Shdr){
-        .sh_type = SHT_SYMTAB, .sh_offset = symtab_off,
-        .sh_size = symtab_size, .sh_link = SEC_STRTAB,
-        .sh_info = (Elf64_Word)(nslots + 1),
-        .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym)};
-    sh[SEC_STRTAB] = (Elf64_Shdr){
-        .sh_type = SHT_STRTAB, .sh_offset = strtab_off, .sh_size = 1,
-        .sh_addralign = 1};
-    sh[SEC_SHSTRTAB] = (Elf64_Shdr){
-        .sh_type = SHT_STRTAB, .sh_offset = shstrtab_off,
-        .sh_size = sizeof(shstrtab), .sh_addralign = 1};
-    for (int i = 0; i < NSECTIONS; i++) {
-        sh[i].sh_name = shname[i];
-    }
-    memcpy(mem + shstrtab_off, shstrtab, sizeof(shstrtab));
-
-    img->registered = -1;
-    img->mem = mem;
-    img->mem_size = mem_size;
+    img->code = (uint64_t)(uintptr_t)code;
     img->nslots = nslots;
     img->slot_size = slot_size;
-    img->symtab_off = symtab_off;
-    img->strtab_off = strtab_off;
-    img->strtab_used = 1;
-    publish(img);
+    size_t table_off;
+    jit_object *a = &img->arena;
+    if (object_init(a, nslots, eh_size + hdr_size, &table_off,
+                    img->code + eh_before, eh_size) < 0)
+    {
+        goto fail;
+    }
+    if (_PyPerfUnwind_Table(nslots, slot_size, eh_before,
+                            a->mem + table_off, a->mem_size - table_off,
+                            &eh_size, &hdr_size) < 0)
+    {
+        goto fail;
+    }
+    /* Over the .eh_frame_hdr: the null symbol and the unnamed slots. */
+    memset(a->mem + a->symtab_off, 0, a->strtab_off + 1 - a->symtab_off);
+    size_t unused;
+    if (object_init(&img->recent, nslots < RECENT_MAX ? nslots : RECENT_MAX,
+                    0, &unused, img->code, 0) < 0)
+    {
+        goto fail;
+    }
+    /* The unwind table now; the recent names' object with the first. */
+    publish(a, img->code, 0, 0);
     return img;
+fail:;
+    int saved = errno;
+    if (a->mem != NULL) {
+        munmap(a->mem, a->mem_size);
+    }
+    PyMem_RawFree(img);
+    errno = saved;
+    return NULL;
 }
 
-/* Room for `len` more bytes of names: the image moves to a mapping large
-   enough, registered before the old one goes.  0, or -1 and errno. */
-static int
-make_room(_PyPerfImage *img, size_t len)
+/* The recent names join the arena's object; the recent object starts
+   again after them, or goes when the arena has no slot left. */
+static void
+merge(_PyPerfImage *img)
 {
-    size_t need = img->strtab_off + img->strtab_used + len;
-    if (need <= img->mem_size) {
-        return 0;
+    img->merged = img->named;
+    publish(&img->arena, img->code, img->merged * img->slot_size,
+            img->merged);
+    jit_object *r = &img->recent;
+    r->strtab_used = 1;
+    if (img->merged == img->nslots) {
+        withdraw(r);
     }
-    size_t size = img->mem_size * 2;
-    while (size < need) {
-        size *= 2;
+    else {
+        publish(r, img->code + img->merged * img->slot_size,
+                (img->nslots - img->merged) * img->slot_size, 0);
     }
-    unsigned char *mem = map_image(size);
-    if (mem == NULL) {
-        return -1;
-    }
-    unsigned char *old = img->mem;
-    size_t old_size = img->mem_size;
-    memcpy(mem, old, img->strtab_off + img->strtab_used);
-    img->mem = mem;
-    img->mem_size = size;
-    publish(img);
-    munmap(old, old_size);
-    return 0;
 }
 
 int
-_PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len)
+_PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
+                  size_t file_at, int lineno)
 {
-    if (i >= img->nslots) {
+    if (i >= img->nslots || i < img->named || file_at == 0 || file_at > len)
+    {
         errno = EINVAL;
         return -1;
     }
-    if (img->strtab_used + len + 1 > UINT32_MAX) {
-        errno = EFBIG;
+    /* "py::QUALNAME (FILENAME:LINE)": a space keeps gdb from decoding the
+       name as Ada's (it shows "nest.py" as "nest[py]" and "__init__" as
+       ".init."), and the line says where. */
+    char tail[3 + _PyPerf_NAME_MAX + 16];
+    size_t file_len = len - file_at;
+    tail[0] = ' ';
+    tail[1] = '(';
+    memcpy(tail + 2, name + file_at, file_len);
+    int n = PyOS_snprintf(tail + 2 + file_len, 16, ":%d)", lineno);
+    size_t tail_len = 2 + file_len + (size_t)(n > 0 ? n : 0);
+    size_t qual_len = file_at - 1;
+    size_t need = qual_len + tail_len + 1;
+    if (i - img->merged >= RECENT_MAX) {
+        /* Slots left unnamed in between: the recent object starts here. */
+        img->named = i;
+        merge(img);
+    }
+
+    /* The arena's object gets every name now, hidden from debuggers until
+       the next merge(); the recent object shows it at once. */
+    jit_object *a = &img->arena, *r = &img->recent;
+    size_t k = i - img->merged;
+    if (make_room(a, need, img->code, img->merged * img->slot_size,
+                  img->merged) < 0
+        || make_room(r, need, img->code + img->merged * img->slot_size,
+                     (img->nslots - img->merged) * img->slot_size, k) < 0)
+    {
         return -1;
     }
-    if (make_room(img, len + 1) < 0) {
-        return -1;
+    put_symbol(a, i + 1, (uint64_t)i * img->slot_size, name, qual_len,
+               tail, tail_len);
+    put_symbol(r, k + 1, (uint64_t)k * img->slot_size, name, qual_len,
+               tail, tail_len);
+    img->named = i + 1;
+    if (img->named == img->nslots || k + 1 == RECENT_MAX) {
+        merge(img);
     }
-    size_t name_off = img->strtab_used;
-    memcpy(img->mem + img->strtab_off + name_off, name, len);
-    img->mem[img->strtab_off + name_off + len] = '\0';
-    img->strtab_used = name_off + len + 1;
-    Elf64_Sym sym = {
-        .st_name = (Elf64_Word)name_off,
-        .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC),
-        .st_other = STV_DEFAULT,
-        .st_shndx = SEC_TEXT,
-        .st_value = (uint64_t)i * img->slot_size,
-        .st_size = _PyPerf_CodeSize(),
-    };
-    memcpy(img->mem + img->symtab_off + (i + 1) * sizeof(Elf64_Sym), &sym,
-           sizeof(sym));
-    publish(img);
+    else {
+        publish(r, img->code + img->merged * img->slot_size,
+                (img->nslots - img->merged) * img->slot_size, k + 1);
+    }
     return 0;
 }
 
@@ -385,7 +508,8 @@ _PyPerfImage_New(const char *Py_UNUSED(code), size_t Py_UNUSED(nslots),
 
 int
 _PyPerfImage_Name(_PyPerfImage *Py_UNUSED(img), size_t Py_UNUSED(i),
-                  const char *Py_UNUSED(name), size_t Py_UNUSED(len))
+                  const char *Py_UNUSED(name), size_t Py_UNUSED(len),
+                  size_t Py_UNUSED(file_at), int Py_UNUSED(lineno))
 {
     errno = ENOSYS;
     return -1;

@@ -440,6 +440,30 @@ build_id(unsigned char *id)
     }
 }
 
+void
+_PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
+                  unsigned int shstrndx)
+{
+    Elf64_Ehdr *eh = ehdr;
+    memset(eh, 0, sizeof(*eh));
+    memcpy(eh->e_ident, ELFMAG, SELFMAG);
+    eh->e_ident[EI_CLASS] = ELFCLASS64;
+#if PY_LITTLE_ENDIAN
+    eh->e_ident[EI_DATA] = ELFDATA2LSB;
+#else
+    eh->e_ident[EI_DATA] = ELFDATA2MSB;
+#endif
+    eh->e_ident[EI_VERSION] = EV_CURRENT;
+    eh->e_ident[EI_OSABI] = ELFOSABI_NONE;
+    eh->e_type = (Elf64_Half)type;
+    eh->e_machine = _PyPerf_elf_machine;
+    eh->e_version = EV_CURRENT;
+    eh->e_ehsize = sizeof(Elf64_Ehdr);
+    eh->e_shentsize = sizeof(Elf64_Shdr);
+    eh->e_shnum = (Elf64_Half)shnum;
+    eh->e_shstrndx = (Elf64_Half)shstrndx;
+}
+
 _PyPerfElf *
 _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
                const char **what)
@@ -495,26 +519,11 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     memset(img, 0, TEXT_OFF + slot_size);
     memset(tail, 0, (size_t)tail_size);
     Elf64_Ehdr *eh = (Elf64_Ehdr *)img;
-    memcpy(eh->e_ident, ELFMAG, SELFMAG);
-    eh->e_ident[EI_CLASS] = ELFCLASS64;
-#if PY_LITTLE_ENDIAN
-    eh->e_ident[EI_DATA] = ELFDATA2LSB;
-#else
-    eh->e_ident[EI_DATA] = ELFDATA2MSB;
-#endif
-    eh->e_ident[EI_VERSION] = EV_CURRENT;
-    eh->e_ident[EI_OSABI] = ELFOSABI_NONE;
-    eh->e_type = ET_DYN;
-    eh->e_machine = _PyPerf_elf_machine;
-    eh->e_version = EV_CURRENT;
+    _PyPerfElf_Header(eh, ET_DYN, NSECTIONS, SEC_SHSTRTAB);
     eh->e_phoff = sizeof(Elf64_Ehdr);
     eh->e_shoff = shdr_off;
-    eh->e_ehsize = sizeof(Elf64_Ehdr);
     eh->e_phentsize = sizeof(Elf64_Phdr);
     eh->e_phnum = 3;
-    eh->e_shentsize = sizeof(Elf64_Shdr);
-    eh->e_shnum = NSECTIONS;
-    eh->e_shstrndx = SEC_SHSTRTAB;
 
     Elf64_Phdr *ph = (Elf64_Phdr *)(img + sizeof(Elf64_Ehdr));
     ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R | PF_X,

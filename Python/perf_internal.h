@@ -224,6 +224,12 @@ extern void _PyPerfElf_Drop(_PyPerfElf *elf);
    pid). */
 extern void _PyPerfElf_AfterFork(void);
 
+/* The ELF header of a 64-bit object of this machine: `type` (ET_DYN,
+   ET_REL), `shnum` section headers, names in section `shstrndx`; the
+   caller sets where the headers are. */
+extern void _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
+                              unsigned int shstrndx);
+
 /* ---- Arenas described to debuggers (Python/perf_debugger.c) ----------
 
    An arena as an object file in anonymous memory, registered with GDB's
@@ -234,11 +240,12 @@ typedef struct _PyPerfImage _PyPerfImage;
    and register it.  NULL and errno. */
 extern _PyPerfImage *_PyPerfImage_New(const char *code, size_t nslots,
                                       size_t slot_size);
-/* Give slot `i` the symbol `name` (`len` bytes, the one perf shows) and
-   register the arena anew.  0, or -1 and errno (the slot stays without a
-   name). */
+/* Name slot `i` (no lower than the last one named) after `name`, `len`
+   bytes, the one perf shows, whose file name starts at `file_at`, and
+   its first line `lineno`; debuggers see it at once.  0, or -1 and errno
+   (the slot stays without a name). */
 extern int _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name,
-                             size_t len);
+                             size_t len, size_t file_at, int lineno);
 
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 

@@ -79,11 +79,14 @@ def ptrace_problem():
 
 
 def frame_names(text):
-    """The function of each frame of a gdb or lldb backtrace, in order."""
+    """The function of each frame of a gdb or lldb backtrace, in order.
+    A trampoline's name has a space in it: "py::f3 (/x/nest.py:3)"."""
     names = []
     for line in text.splitlines():
-        m = (re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?(\S+) ", line)
-             or re.match(r"\s*\*?\s*frame #\d+: 0x[0-9a-f]+ \S+`(\S+)", line))
+        m = (re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?"
+                      r"(py::\S+ \([^()]*\)|\S+) ", line)
+             or re.match(r"\s*\*?\s*frame #\d+: 0x[0-9a-f]+ \S+`"
+                         r"(py::\S+ \([^()]*\)|\S+)", line))
         if m:
             names.append(m.group(1))
     return names
@@ -101,17 +104,24 @@ class DebuggerTests(unittest.TestCase):
         self.script = make_script(self.tmp, "nest", NEST)
         self.since = __import__("time").time() - 1
 
-    def assert_python_frames(self, text, names=NAMES):
+    def assert_python_frames(self, text, names=NAMES, form="debugger"):
         """The py:: frames of `names` in order (callee first), each right
         above the native function that called its trampoline, and the
-        start-up below them all."""
+        start-up below them all.  Debuggers show "py::f3 (PATH:LINE)"
+        (from the JIT interface), the readers of the arena files
+        "py::f3:PATH" (the name perf shows)."""
         frames = frame_names(text)
-        stem = os.path.splitext(self.script)[0]
+        lines = {name: i + 1 for i, line in enumerate(NEST.splitlines())
+                 for name in names if line.startswith(f"def {name}(")}
+        lines["<module>"] = 1
         pos = []
         for name in names:
-            hits = [i for i, f in enumerate(frames)
-                    if f.startswith(f"py::{name}:{stem}")]
-            self.assertTrue(hits, f"no frame of {name} in:\n{text}")
+            if form == "debugger":
+                want = f"py::{name} ({self.script}:{lines[name]})"
+            else:
+                want = f"py::{name}:{self.script}"
+            hits = [i for i, f in enumerate(frames) if f == want]
+            self.assertTrue(hits, f"no frame {want!r} in:\n{text}")
             pos.append(hits[0])
         self.assertEqual(pos, sorted(pos), text)
         self.assertNotIn("Backtrace stopped", text)
@@ -171,6 +181,59 @@ class DebuggerTests(unittest.TestCase):
                     forget_files(self, int(pid))
                 self.assertIn("SIGINT", out)
                 self.assert_python_frames(out)
+
+    def test_gdb_started_many_names(self):
+        # A chain of 300 functions, each named while gdb watches: names
+        # reach it from the arena's object (merged every 128 names) and
+        # from the recent names' object; every frame is named, in order.
+        chain = ["import os, signal",
+                 "def g299(): os.kill(os.getpid(), signal.SIGINT)"]
+        chain += [f"def g{i}(): g{i + 1}()" for i in range(298, -1, -1)]
+        chain.append("g0()")
+        script = make_script(self.tmp, "chain", "\n".join(chain) + "\n")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                out = self.gdb("-ex", "run", "-ex", "bt", "-ex", "kill",
+                               "--args", sys.executable, "-X", backend,
+                               script)
+                for pid in re.findall(r"process (\d+)", out):
+                    forget_files(self, int(pid))
+                frames = [f for f in frame_names(out)
+                          if f.startswith("py::g")]
+                want = [f"py::g{i} ({script}:{301 - i})"
+                        for i in range(299, -1, -1)]
+                self.assertEqual(frames, want, out[-3000:])
+
+    def test_gdb_anonymous_arenas(self):
+        # /tmp mounted noexec: no arena file, the trampolines are in
+        # anonymous memory and reach gdb from memory alone.  (perf_jit is
+        # off there: its dump's marker cannot be mapped executable.)
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        probe = subprocess.run(
+            [unshare, "-m", "--propagation", "private", "sh", "-c",
+             "mount -t tmpfs -o noexec none /tmp"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("cannot mount a tmpfs in a mount namespace here")
+        for path in (os.path.realpath(sys.executable), os.getcwd()):
+            if path.startswith("/tmp/"):
+                self.skipTest(f"{path} is under /tmp, which is mounted over")
+        where = tempfile.mkdtemp(dir=os.getcwd())
+        self.addCleanup(shutil.rmtree, where, ignore_errors=True)
+        self.script = make_script(where, "nest", NEST)
+        for backend in ("perf",):
+            with self.subTest(backend=backend):
+                out = subprocess.run(
+                    [unshare, "-m", "--propagation", "private", "sh", "-c",
+                     'mount -t tmpfs -o noexec none /tmp && exec "$@"',
+                     "sh", "gdb", "-nx", "-batch", "-ex", "run", "-ex", "bt",
+                     "-ex", "kill", "--args", sys.executable, "-X", backend,
+                     self.script, "interrupt"],
+                    capture_output=True, text=True, timeout=300)
+                text = out.stdout + out.stderr
+                self.assertIn("cannot map executable", text)
+                self.assert_python_frames(text)
 
     def test_gdb_kernel_core(self):
         # A core the kernel writes (os.abort() in f3): anonymous memory,
@@ -244,7 +307,7 @@ class DebuggerTests(unittest.TestCase):
                     re.sub(r"^#(\d+)\s+0x[0-9a-f]+\s+(\S+).*",
                            r"#\1 0x0 in \2 ", line)
                     for line in first.splitlines())
-                self.assert_python_frames(text)
+                self.assert_python_frames(text, form="file")
 
 
 if __name__ == "__main__":
