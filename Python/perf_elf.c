@@ -175,7 +175,7 @@ round_up(uint64_t n, uint64_t to)
 enum {
     TAG_compile_unit = 0x11, UT_compile = 0x01,
     AT_name = 0x03, AT_stmt_list = 0x10, AT_low_pc = 0x11,
-    AT_high_pc = 0x12,
+    AT_high_pc = 0x12, AT_comp_dir = 0x1b,
     FORM_addr = 0x01, FORM_data8 = 0x07, FORM_string = 0x08,
     FORM_udata = 0x0f, FORM_sec_offset = 0x17, FORM_line_strp = 0x1f,
     LNS_copy = 1, LNS_advance_line = 3, LNS_set_file = 4,
@@ -184,11 +184,11 @@ enum {
 };
 
 /* .debug_abbrev: abbreviation 1, a compile unit without children, with
-   its name (a string), its line program (at offset 0 of .debug_line),
-   its address range (.text's start and size). */
+   its name and directory (strings), its line program (at offset 0 of
+   .debug_line), its address range (.text's start and size). */
 static const unsigned char debug_abbrev[] = {
     1, TAG_compile_unit, 0 /* no children */,
-    AT_name, FORM_string,
+    AT_name, FORM_string, AT_comp_dir, FORM_string,
     AT_stmt_list, FORM_sec_offset, AT_low_pc, FORM_addr,
     AT_high_pc, FORM_data8, 0, 0,
     0 /* end of the abbreviations */
@@ -260,6 +260,7 @@ put_debug_info(_PyPerfBytes *w, uint64_t text_size)
     _PyPerfBytes_U32(w, 0);                     /* .debug_abbrev offset */
     _PyPerfBytes_U8(w, 1);                      /* abbreviation 1 */
     _PyPerfBytes_Put(w, CU_NAME, sizeof(CU_NAME));
+    _PyPerfBytes_Put(w, ".", 2);                /* DW_AT_comp_dir */
     _PyPerfBytes_U32(w, 0);                     /* DW_AT_stmt_list */
     _PyPerfBytes_U64(w, TEXT_OFF);
     _PyPerfBytes_U64(w, text_size);
@@ -317,8 +318,14 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     _PyPerfBytes_U8(w, 1);                      /* directory entry format */
     _PyPerfBytes_U8(w, LNCT_path);
     _PyPerfBytes_U8(w, FORM_string);
-    _PyPerfBytes_U8(w, 1);                      /* one directory */
-    _PyPerfBytes_U8(w, '\0');                   /* its path: "" */
+    /* One directory, ".", which DW_AT_comp_dir names too: a relative
+       file name is relative to the process's working directory, which
+       is not known.  Without them elfutils printed "/<string>" (an empty
+       directory) or "(null)./<string>", where binutils and LLVM printed
+       "./<string>"; now all three print "././<string>", and gdb
+       "./<string>". */
+    _PyPerfBytes_U8(w, 1);
+    _PyPerfBytes_Put(w, ".", 2);
     _PyPerfBytes_U8(w, 2);                      /* file entry format */
     _PyPerfBytes_U8(w, LNCT_path);
     _PyPerfBytes_U8(w, FORM_line_strp);

@@ -202,6 +202,9 @@ class TestArenaFile(unittest.TestCase):
             def third():
                 return Second().method()
             third()
+            g = {}
+            exec(compile("def rel():\\n    return 1\\n", "rel/x.py", "exec"), g)
+            g["rel"]()
             """))
         expected = {"first": 4, "Second.method": 9, "third": 11,
                     "<module>": 1}
@@ -226,6 +229,15 @@ class TestArenaFile(unittest.TestCase):
                         self.assertEqual(out.stdout.split(),
                                          [f"{script}:{line}"] * 2,
                                          (tool, name))
+                # A relative file name: relative to the unit's directory,
+                # ".", with no directory made up ("/rel/x.py" once).
+                value, size = symbols(paths[0])["py::rel:rel/x.py"]
+                for tool in tools:
+                    out = subprocess.run([*tool, hex(value)],
+                                         capture_output=True, text=True,
+                                         check=True)
+                    self.assertEqual(out.stdout.strip(), "././rel/x.py:1",
+                                     tool)
                 # A slot not handed out yet (the last one of the last
                 # file) has no line.
                 last = sections(paths[-1])[".text"]

@@ -92,6 +92,14 @@ def frame_names(text):
     return names
 
 
+def eu_stack_frames(out):
+    """eu-stack's first thread ("#N 0xADDR NAME") in gdb's form."""
+    first = out.split("\nTID")[1] if "\nTID" in out else out
+    return "\n".join(
+        re.sub(r"^#(\d+)\s+0x[0-9a-f]+\s+(\S+).*", r"#\1 0x0 in \2 ", line)
+        for line in first.splitlines())
+
+
 @unittest.skipIf(not HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class DebuggerTests(unittest.TestCase):
 
@@ -168,6 +176,20 @@ class DebuggerTests(unittest.TestCase):
                 self.assertTrue(os.path.exists(core))
                 out = self.gdb(sys.executable, core, "-ex", "bt")
                 self.assert_python_frames(out)
+                # lldb reads the same objects from the core; eu-stack
+                # reads the arena files its file mappings name.
+                if shutil.which("lldb") is not None:
+                    out = subprocess.run(
+                        ["lldb", "-b", "-c", core, sys.executable,
+                         "-o", "bt"],
+                        capture_output=True, text=True, timeout=300).stdout
+                    self.assert_python_frames(out)
+                if shutil.which("eu-stack") is not None:
+                    out = subprocess.run(
+                        ["eu-stack", "--core", core, "-e", sys.executable],
+                        capture_output=True, text=True, timeout=300).stdout
+                    self.assert_python_frames(eu_stack_frames(out),
+                                              form="file")
 
     def test_gdb_started_the_program(self):
         # The trampolines are named while gdb watches: the names reach it
@@ -301,13 +323,7 @@ class DebuggerTests(unittest.TestCase):
                 out = subprocess.run(
                     ["eu-stack", "-p", str(proc.pid)],
                     capture_output=True, text=True, timeout=300).stdout
-                # Its first thread's frames: "#N 0xADDR NAME".
-                first = out.split("\nTID")[1] if "\nTID" in out else out
-                text = "\n".join(
-                    re.sub(r"^#(\d+)\s+0x[0-9a-f]+\s+(\S+).*",
-                           r"#\1 0x0 in \2 ", line)
-                    for line in first.splitlines())
-                self.assert_python_frames(text, form="file")
+                self.assert_python_frames(eu_stack_frames(out), form="file")
 
 
 if __name__ == "__main__":
