@@ -442,6 +442,22 @@ merge(_PyPerfImage *img)
     }
 }
 
+/* `v` in decimal at `p`: the number of digits. */
+static size_t
+put_decimal(char *p, unsigned int v)
+{
+    char digits[10];
+    size_t n = 0;
+    do {
+        digits[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    for (size_t k = 0; k < n; k++) {
+        p[k] = digits[n - 1 - k];
+    }
+    return n;
+}
+
 int
 _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
                   size_t file_at, int lineno)
@@ -459,8 +475,11 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
     tail[0] = ' ';
     tail[1] = '(';
     memcpy(tail + 2, name + file_at, file_len);
-    int n = PyOS_snprintf(tail + 2 + file_len, 16, ":%d)", lineno);
-    size_t tail_len = 2 + file_len + (size_t)(n > 0 ? n : 0);
+    size_t tail_len = 2 + file_len;
+    tail[tail_len++] = ':';
+    tail_len += put_decimal(tail + tail_len,
+                            lineno > 0 ? (unsigned int)lineno : 0);
+    tail[tail_len++] = ')';
     size_t qual_len = file_at - 1;
     size_t need = qual_len + tail_len + 1;
     if (i - img->merged >= RECENT_MAX) {
