@@ -138,9 +138,11 @@ class DebuggerTests(unittest.TestCase):
                         f"the backtrace does not reach {START}:\n{text}")
 
     def start(self, backend):
-        """The script, sleeping in f3 under `backend`: the Popen."""
+        """The script, sleeping in f3 under `backend` ("off": none): the
+        Popen."""
+        options = [] if backend == "off" else ["-X", backend]
         proc = subprocess.Popen(
-            [sys.executable, "-X", backend, self.script],
+            [sys.executable, *options, self.script],
             stdout=subprocess.PIPE, text=True, env=env_with())
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
@@ -302,6 +304,41 @@ class DebuggerTests(unittest.TestCase):
                     r'File "%s", line \d+, in (\S+)' % re.escape(self.script),
                     out)
                 self.assertEqual(found, list(NAMES), out)
+
+    def test_python_gdb_commands(self):
+        # py-bt-full lists the same Python frames as with the feature off.
+        # 3.11 runs nested Python calls in one evaluator frame, which
+        # py-up, py-list and py-locals take as one step; with a backend
+        # each Python function has an evaluator frame of its own, so py-up
+        # steps through them one by one (as on 3.10) and py-locals shows
+        # the selected one's locals.
+        where = os.path.dirname(os.path.realpath(sys.executable))
+        if not os.path.exists(os.path.join(where, "python-gdb.py")):
+            self.skipTest("no python-gdb.py beside the interpreter")
+        frame = re.compile(r"^#\d+ Frame 0x[0-9a-f]+, for file (\S+), "
+                           r"line \d+, in (\S+) \(\)", re.M)
+        commands = ["-ex", "py-bt-full"]
+        for _ in NAMES:
+            commands += ["-ex", "echo UP\\n", "-ex", "py-up",
+                         "-ex", "py-locals"]
+        for mode in ("off",) + BACKENDS:
+            with self.subTest(mode=mode):
+                proc = self.start(mode)
+                out = self.gdb("-p", str(proc.pid), *commands,
+                               python_gdb=True)
+                full, *ups = out.split("UP\n")
+                self.assertEqual(frame.findall(full),
+                                 [(self.script, name) for name in NAMES],
+                                 out)
+                if mode == "off":
+                    continue
+                self.assertEqual(
+                    [frame.findall(up) for up in ups],
+                    [[(self.script, name)] for name in NAMES], out)
+                self.assertEqual(
+                    [re.findall(r"^Locals for (\S+)", up, re.M)
+                     for up in ups],
+                    [[name] for name in NAMES], out)
 
     def test_lldb_attached(self):
         if shutil.which("lldb") is None:
