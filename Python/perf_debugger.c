@@ -35,18 +35,23 @@
  *
  *     ELF header, section headers, .shstrtab
  *     .text      no bytes (SHT_NOBITS): the slots it names, at their address
- *     .eh_frame  the arena's object only: one FDE per slot; its address is
- *                where an arena file keeps the same table, right after the
- *                slots (for an anonymous arena, where it would be), so that
- *                the pc-relative pointers are the ones Python/perf_unwind.c
- *                writes
- *     .symtab    a null symbol, then one per slot named
+ *     .eh_frame  in the arena's object one FDE per slot (empty in the
+ *                other); its address is where an arena file keeps the same
+ *                table, right after the slots (for an anonymous arena,
+ *                where it would be), so that the pc-relative pointers are
+ *                the ones Python/perf_unwind.c writes
+ *     .symtab    a null symbol, then one per slot (zeros for a slot whose
+ *                naming failed)
  *     .strtab    the names, the last section: it grows at the end
  *
  * The arena's object unwinds every slot and names the slots up to a
  * point; the recent names' object names the slots after it, up to 128.
- * Their .text sections never overlap (a debugger that finds two sections
- * at one address names the frame from only one of them).
+ * Once both are registered their .text sections do not overlap (a
+ * debugger that finds two sections at one address names the frame from
+ * only one of them).  gdb finds a slot's FDE in whichever object has it;
+ * lldb looks only in the object whose section holds the address, and
+ * unwinds the recent slots by reading their instructions (the frame
+ * record the template makes), as the tests show on both kinds of build.
  *
  * A debugger's name is "py::QUALNAME (FILENAME:LINE)", not the one perf
  * shows ("py::QUALNAME:FILENAME"): gdb decodes a name without a space as
@@ -71,7 +76,8 @@
  * which is what serializes changes of the list.  A child of fork() keeps
  * the list: the parent's arenas are mapped in it too.
  *
- * This file calls only the unwind table (Python/perf_unwind.c);
+ * This file calls the unwind table (Python/perf_unwind.c) and the ELF
+ * header writer of the arena files (Python/perf_elf.c);
  * Python/perf_arena.c calls it.
  */
 
@@ -435,6 +441,8 @@ merge(_PyPerfImage *img)
     r->strtab_used = 1;
     if (img->merged == img->nslots) {
         withdraw(r);
+        munmap(r->mem, r->mem_size);
+        r->mem = NULL;
     }
     else {
         publish(r, img->code + img->merged * img->slot_size,
@@ -462,8 +470,7 @@ int
 _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
                   size_t file_at, int lineno)
 {
-    if (i >= img->nslots || i < img->named || file_at == 0 || file_at > len)
-    {
+    if (i >= img->nslots || i < img->named || file_at == 0 || file_at > len) {
         errno = EINVAL;
         return -1;
     }
@@ -482,8 +489,9 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
     tail[tail_len++] = ')';
     size_t qual_len = file_at - 1;
     size_t need = qual_len + tail_len + 1;
-    if (i - img->merged >= RECENT_MAX) {
-        /* Slots left unnamed in between: the recent object starts here. */
+    if (i != img->named || i - img->merged >= RECENT_MAX) {
+        /* After slots left unnamed, or when it is full, the recent
+           object starts again here: its symbol k is slot merged + k. */
         img->named = i;
         merge(img);
     }

@@ -90,7 +90,8 @@
  * anonymous memory.
  *
  * This file calls the unwind table (Python/perf_unwind.c) and the symbol
- * names (Python/perf_names.c); Python/perf_arena.c calls it.
+ * names (Python/perf_names.c); Python/perf_arena.c calls it, and
+ * Python/perf_debugger.c its ELF header writer.
  */
 
 #include "Python.h"

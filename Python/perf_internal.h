@@ -232,8 +232,9 @@ extern void _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
 
 /* ---- Arenas described to debuggers (Python/perf_debugger.c) ----------
 
-   An arena as an object file in anonymous memory, registered with GDB's
-   JIT interface, which gdb and lldb read, live and from core files. */
+   An arena as two object files in anonymous memory (its unwind table
+   and older names; its recent names), registered with GDB's JIT
+   interface, which gdb and lldb read, live and from core files. */
 typedef struct _PyPerfImage _PyPerfImage;
 
 /* Describe the arena of `nslots` slots `slot_size` bytes apart at `code`
