@@ -236,6 +236,19 @@ def evaluator_transfers(code, evaluator=None):
     return sorted(calls.values()), sorted(jumps.values())
 
 
+def noexec_tmp_command(test):
+    """The command prefix that runs a program with /tmp a fresh tmpfs
+    mounted noexec, in a mount namespace of its own, or skip the test."""
+    unshare = shutil.which("unshare")
+    if unshare is None or os.geteuid() != 0:
+        test.skipTest("needs unshare and root for a mount namespace")
+    mount = "mount -t tmpfs -o noexec none /tmp"
+    prefix = [unshare, "-m", "--propagation", "private", "sh", "-c"]
+    if subprocess.run(prefix + [mount], capture_output=True).returncode:
+        test.skipTest("cannot mount a tmpfs in a mount namespace here")
+    return prefix + [mount + ' && exec "$@"', "sh"]
+
+
 def pid_namespace_command(test):
     """The command prefix that runs a program as pid 1 of a new pid
     namespace (so that its file names are known), or skip the test."""

@@ -24,8 +24,8 @@ from test.support.perf_helper import (
     perf_command, read_map_file, requires_perf, run_and_forget)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
-    FORK_SOURCE, PerfTestCase, assert_python_stacks, pid_namespace_command,
-    setUpModule, tearDownModule)
+    FORK_SOURCE, PerfTestCase, assert_python_stacks, noexec_tmp_command,
+    pid_namespace_command, setUpModule, tearDownModule)
 
 READELF = shutil.which("readelf")
 EU_READELF = shutil.which("eu-readelf")
@@ -391,14 +391,7 @@ class TestArenaFile(unittest.TestCase):
         self.assertIn("py::f:<string>", symbols(third))
 
     def test_noexec_tmp_falls_back(self):
-        unshare = shutil.which("unshare")
-        if unshare is None or os.geteuid() != 0:
-            self.skipTest("needs unshare and root for a mount namespace")
-        probe = subprocess.run(
-            [unshare, "-m", "--propagation", "private", "sh", "-c",
-             "mount -t tmpfs -o noexec none /tmp"], capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("cannot mount a tmpfs in a mount namespace here")
+        noexec_tmp = noexec_tmp_command(self)
         code = textwrap.dedent("""
             import os, sys
             def f(n): return n + 1
@@ -412,9 +405,7 @@ class TestArenaFile(unittest.TestCase):
         if interp.startswith("/tmp/"):
             self.skipTest("the interpreter lives under /tmp")
         proc = subprocess.run(
-            [unshare, "-m", "--propagation", "private", "sh", "-c",
-             'mount -t tmpfs -o noexec none /tmp && exec "$@"', "sh",
-             sys.executable, "-X", "perf", "-c", code],
+            [*noexec_tmp, sys.executable, "-X", "perf", "-c", code],
             capture_output=True, text=True, env=env_with())
         self.assertEqual(proc.returncode, 0, proc.stderr)
         lines = proc.stdout.splitlines()

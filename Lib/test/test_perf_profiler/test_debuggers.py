@@ -18,7 +18,8 @@ from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, NO_TRAMPOLINE, run_python, forget_files, env_with)
-from ._common import setUpModule, tearDownModule  # noqa: F401
+from ._common import (  # noqa: F401
+    noexec_tmp_command, setUpModule, tearDownModule)
 
 
 BACKENDS = ("perf", "perf_jit")
@@ -232,14 +233,7 @@ class DebuggerTests(unittest.TestCase):
         # /tmp mounted noexec: no arena file, the trampolines are in
         # anonymous memory and reach gdb from memory alone.  (perf_jit is
         # off there: its dump's marker cannot be mapped executable.)
-        unshare = shutil.which("unshare")
-        if unshare is None or os.geteuid() != 0:
-            self.skipTest("needs unshare and root for a mount namespace")
-        probe = subprocess.run(
-            [unshare, "-m", "--propagation", "private", "sh", "-c",
-             "mount -t tmpfs -o noexec none /tmp"], capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("cannot mount a tmpfs in a mount namespace here")
+        noexec_tmp = noexec_tmp_command(self)
         for path in (os.path.realpath(sys.executable), os.getcwd()):
             if path.startswith("/tmp/"):
                 self.skipTest(f"{path} is under /tmp, which is mounted over")
@@ -249,11 +243,9 @@ class DebuggerTests(unittest.TestCase):
         for backend in ("perf",):
             with self.subTest(backend=backend):
                 out = subprocess.run(
-                    [unshare, "-m", "--propagation", "private", "sh", "-c",
-                     'mount -t tmpfs -o noexec none /tmp && exec "$@"',
-                     "sh", "gdb", "-nx", "-batch", "-ex", "run", "-ex", "bt",
-                     "-ex", "kill", "--args", sys.executable, "-X", backend,
-                     self.script, "interrupt"],
+                    [*noexec_tmp, "gdb", "-nx", "-batch", "-ex", "run",
+                     "-ex", "bt", "-ex", "kill", "--args", sys.executable,
+                     "-X", backend, self.script, "interrupt"],
                     capture_output=True, text=True, timeout=300)
                 text = out.stdout + out.stderr
                 self.assertIn("cannot map executable", text)
