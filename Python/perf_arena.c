@@ -215,11 +215,19 @@ char *
 _PyPerfSlot_Next(size_t slot_size)
 {
     _PyPerfArena *a = _PyPerf_arenas;
+    if (a != NULL && a->elf != NULL && _PyPerfElf_Reserve(a->elf) < 0) {
+        /* No room to name another slot in its file (a full disk, or its
+           names' table full): the next arena's file, or anonymous memory
+           and the map, with a warning, if that file cannot be made. */
+        _PyPerfElf_Close(a->elf);
+        a->elf = NULL;
+        a->full = 1;
+    }
     /* Not in an arena inherited through fork(): perf names an anonymous
        mapping after the process that created it, and would look up the
        child's new trampolines in the parent's file. */
     if (a == NULL || a->nused == a->nslots || a->slot_size < slot_size
-        || a->inherited)
+        || a->inherited || a->full)
     {
         a = arena_new(slot_size);
         if (a == NULL) {

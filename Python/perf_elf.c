@@ -110,11 +110,15 @@
 #include <unistd.h>
 
 /* The fixed part at the start of the file. */
-#define NOTE_OFF (sizeof(Elf64_Ehdr) + 3 * sizeof(Elf64_Phdr))
+#define NPHDRS 2
+#define TEXT_OFF 320
+_Static_assert(sizeof(Elf64_Ehdr) + NPHDRS * sizeof(Elf64_Phdr) <= TEXT_OFF,
+               "headers fit before .text");
+/* The build-id note, first of the tables: its descriptor (at an offset
+   of 16, 8-aligned) starts with the count of slots named. */
 #define BUILD_ID_SIZE 20
 #define NOTE_SIZE (sizeof(Elf64_Nhdr) + 4 + BUILD_ID_SIZE)
-#define TEXT_OFF 320
-_Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
+#define BUILD_ID_AT (sizeof(Elf64_Nhdr) + 4)
 
 /* Sections, in the order of the section header table. */
 enum {
@@ -133,9 +137,14 @@ static const Elf64_Word shname[NSECTIONS] = {
 /* Names tried before giving up: stale files of earlier processes with our
    pid (a container's pid 1, restarted with the same /tmp) pile up. */
 #define MAX_TRIES 1024
-/* .strtab is declared (and the file extended) this much at a time, so
-   that naming a slot writes no section header. */
-#define STRTAB_CHUNK 4096
+/* .strtab's size, fixed when the file is made: this much per slot (a
+   name is 60 to 150 bytes, most often), and room for one of the longest.
+   Bytes never written are a hole: they cost no disk. */
+#define NAME_ROOM 256
+/* Its bytes are allocated on disk this much at a time, ahead of the names
+   written there (a write through a mapping into a hole of a full file
+   system would be SIGBUS). */
+#define STRTAB_CHUNK (16 * 1024)
 
 struct _PyPerfElf {
     int fd;
@@ -143,13 +152,19 @@ struct _PyPerfElf {
     ino_t ino;
     char path[64];
     size_t slot_size;
-    uint64_t symtab_off;          /* file offset of symbol 0 */
-    uint64_t files_off;           /* of .debug_line's file entry 0 */
-    uint64_t rows_off;            /* of its first slot's rows */
-    uint64_t strtab_hdr_off;      /* of .strtab's section header */
-    uint64_t strtab_off;
-    uint64_t strtab_size;         /* what its section header declares */
-    uint64_t strtab_used;         /* bytes of names written */
+    unsigned char *tables;        /* the file from tables_off to its end,
+                                     shared, read+write */
+    size_t tables_len;
+    uint64_t tables_off;
+    /* Offsets from `tables`: */
+    size_t symtab_off;            /* of symbol 0 */
+    size_t files_off;             /* of .debug_line's file entry 0 */
+    size_t rows_off;              /* of its first slot's rows */
+    size_t strtab_off;
+    size_t strtab_size;           /* what its section header declares */
+    size_t strtab_used;           /* bytes of names written */
+    size_t strtab_backed;         /* bytes allocated on disk */
+    uint64_t named;               /* slots named: the build-id's start */
 };
 
 static unsigned int files_made;   /* N of the next file */
@@ -411,6 +426,24 @@ write_at(int fd, const void *buf, size_t size, uint64_t off)
     return 0;
 }
 
+/* Allocate `size` bytes of the file at `off` on disk (zeros where
+   nothing was written), so that writes through a mapping cannot meet a
+   full file system.  (glibc writes zeros on file systems without
+   fallocate().)  0, or -1 and errno. */
+static int
+allocate(int fd, uint64_t off, uint64_t size)
+{
+    int r;
+    do {
+        r = posix_fallocate(fd, (off_t)off, (off_t)size);
+    } while (r == EINTR);
+    if (r != 0) {
+        errno = r;
+        return -1;
+    }
+    return 0;
+}
+
 /* A new file of ours, open, or -1 and errno.  See "Safety". */
 static int
 create_file(char *path, size_t path_size)
@@ -432,19 +465,19 @@ create_file(char *path, size_t path_size)
     return -1;
 }
 
+/* `size` random bytes of the build-id. */
 static void
-build_id(unsigned char *id)
+build_id(unsigned char *id, size_t size)
 {
-    ssize_t n = getrandom(id, BUILD_ID_SIZE, GRND_NONBLOCK);
-    if (n != BUILD_ID_SIZE) {
+    ssize_t n = getrandom(id, size, GRND_NONBLOCK);
+    if (n != (ssize_t)size) {
         /* No entropy yet (early boot): unique enough for a cache key. */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         uint64_t v[3] = {(uint64_t)getpid() << 32 | files_made,
                          (uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec};
-        memset(id, 0, BUILD_ID_SIZE);
-        memcpy(id, v, sizeof(v) < BUILD_ID_SIZE ? sizeof(v)
-                                                 : BUILD_ID_SIZE);
+        memset(id, 0, size);
+        memcpy(id, v, sizeof(v) < size ? sizeof(v) : size);
     }
 }
 
@@ -497,7 +530,10 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         errno = EFBIG;
         return NULL;
     }
-    uint64_t symtab_off = round_up(mapped_end, 8);
+    /* The tables start at a page of their own: they are mapped shared
+       and writable, and no page of the code may be. */
+    uint64_t tables_off = map_len;
+    uint64_t symtab_off = round_up(tables_off + NOTE_SIZE, 8);
     uint64_t symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
     uint64_t abbrev_off = symtab_off + symtab_size;
     debug_layout at;
@@ -506,14 +542,21 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t shstrtab_off = abbrev_off + at.end;
     uint64_t shdr_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
     uint64_t strtab_off = shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
-    uint64_t file_size = strtab_off + STRTAB_INIT_SIZE;
+    uint64_t strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
+                           + _PyPerf_NAME_MAX + 1;
+    uint64_t file_size = strtab_off + strtab_size;
+    if (strtab_size > UINT32_MAX) {
+        *what = "describe so many trampolines in";
+        errno = EFBIG;
+        return NULL;
+    }
 
     int saved;
     _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
-    /* What is written: the mapped part, then from .debug_abbrev to the
-       end.  .symtab's zeros in between are a hole the writes leave: no
-       memory is cleared and no bytes written for them. */
-    uint64_t tail_size = file_size - abbrev_off;
+    /* What is written: the mapped part, the note, then from
+       .debug_abbrev to .strtab's first strings.  .symtab's zeros and the
+       rest of .strtab are allocated on disk, not written. */
+    uint64_t tail_size = strtab_off + STRTAB_INIT_SIZE - abbrev_off;
     unsigned char *img = PyMem_RawMalloc((size_t)(mapped_end + tail_size));
     if (elf == NULL || img == NULL) {
         PyMem_RawFree(elf);
@@ -531,7 +574,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     eh->e_phoff = sizeof(Elf64_Ehdr);
     eh->e_shoff = shdr_off;
     eh->e_phentsize = sizeof(Elf64_Phdr);
-    eh->e_phnum = 3;
+    eh->e_phnum = NPHDRS;
 
     Elf64_Phdr *ph = (Elf64_Phdr *)(img + sizeof(Elf64_Ehdr));
     ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R | PF_X,
@@ -542,17 +585,15 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
                          .p_offset = hdr_off, .p_vaddr = hdr_off,
                          .p_paddr = hdr_off, .p_filesz = hdr_size,
                          .p_memsz = hdr_size, .p_align = 4};
-    ph[2] = (Elf64_Phdr){.p_type = PT_NOTE, .p_flags = PF_R,
-                         .p_offset = NOTE_OFF, .p_vaddr = NOTE_OFF,
-                         .p_paddr = NOTE_OFF, .p_filesz = NOTE_SIZE,
-                         .p_memsz = NOTE_SIZE, .p_align = 4};
 
-    Elf64_Nhdr *note = (Elf64_Nhdr *)(img + NOTE_OFF);
-    note->n_namesz = 4;
-    note->n_descsz = BUILD_ID_SIZE;
-    note->n_type = NT_GNU_BUILD_ID;
-    memcpy(img + NOTE_OFF + sizeof(Elf64_Nhdr), "GNU", 4);
-    build_id(img + NOTE_OFF + sizeof(Elf64_Nhdr) + 4);
+    /* The build-id: no slot named yet, then random bytes. */
+    unsigned char note[NOTE_SIZE] = {0};
+    Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = BUILD_ID_SIZE,
+                     .n_type = NT_GNU_BUILD_ID};
+    memcpy(note, &nh, sizeof(nh));
+    memcpy(note + sizeof(nh), "GNU", 4);
+    build_id(note + BUILD_ID_AT + sizeof(uint64_t),
+             BUILD_ID_SIZE - sizeof(uint64_t));
 
     /* (the first slot was zeroed above: the gaps are zeros) */
     unsigned char *text = img + TEXT_OFF;
@@ -575,8 +616,8 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
 
     Elf64_Shdr *sh = (Elf64_Shdr *)(tail + (shdr_off - abbrev_off));
     sh[SEC_NOTE] = (Elf64_Shdr){
-        .sh_type = SHT_NOTE, .sh_flags = SHF_ALLOC, .sh_addr = NOTE_OFF,
-        .sh_offset = NOTE_OFF, .sh_size = NOTE_SIZE, .sh_addralign = 4};
+        .sh_type = SHT_NOTE, .sh_offset = tables_off, .sh_size = NOTE_SIZE,
+        .sh_addralign = 4};
     sh[SEC_TEXT] = (Elf64_Shdr){
         .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
         .sh_addr = TEXT_OFF, .sh_offset = TEXT_OFF, .sh_size = text_size,
@@ -606,7 +647,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         .sh_size = at.end - at.line, .sh_addralign = 1};
     sh[SEC_STRTAB] = (Elf64_Shdr){
         .sh_type = SHT_STRTAB, .sh_offset = strtab_off,
-        .sh_size = STRTAB_INIT_SIZE, .sh_addralign = 1};
+        .sh_size = strtab_size, .sh_addralign = 1};
     /* The same bytes: a file name is the end of its function's symbol
        name (see "Source lines"). */
     sh[SEC_LINE_STR] = sh[SEC_STRTAB];
@@ -626,40 +667,68 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         goto fail_early;
     }
     *what = "write";
-    if (write_at(elf->fd, img, (size_t)mapped_end, 0) < 0
+    if (ftruncate(elf->fd, (off_t)file_size) < 0
+        || write_at(elf->fd, img, (size_t)mapped_end, 0) < 0
+        || write_at(elf->fd, note, sizeof(note), tables_off) < 0
         || write_at(elf->fd, tail, (size_t)tail_size, abbrev_off) < 0)
     {
         goto fail;
     }
+    *what = "allocate room for the names in";
+    uint64_t backed = strtab_size < STRTAB_CHUNK ? strtab_size
+                                                 : STRTAB_CHUNK;
+    if (allocate(elf->fd, symtab_off, symtab_size) < 0
+        || allocate(elf->fd, strtab_off, backed) < 0)
+    {
+        goto fail;
+    }
+    /* The code, then the tables right after it, at the addresses their
+       file offsets say (readers that take a file's mappings for one
+       module, elfutils', need that): address space for both first. */
     *what = "map executable";
-    void *mem = mmap(NULL, (size_t)map_len, PROT_READ | PROT_EXEC,
-                     MAP_PRIVATE, elf->fd, 0);
+    size_t tables_len = (size_t)(file_size - tables_off);
+    char *mem = mmap(NULL, (size_t)map_len + tables_len, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
         goto fail;
     }
+    if (mmap(mem, (size_t)map_len, PROT_READ | PROT_EXEC,
+             MAP_PRIVATE | MAP_FIXED, elf->fd, 0) == MAP_FAILED)
+    {
+        goto fail_unmap;
+    }
     /* (No cache flush: nothing is stored through this mapping; the kernel
        keeps instruction caches coherent with the file's pages.) */
+    *what = "map for writing the names";
+    unsigned char *tables = mmap(mem + map_len, tables_len,
+                                 PROT_READ | PROT_WRITE,
+                                 MAP_SHARED | MAP_FIXED, elf->fd,
+                                 (off_t)tables_off);
     struct stat st;
-    if (fstat(elf->fd, &st) < 0) {
-        int saved2 = errno;
-        munmap(mem, (size_t)map_len);
-        errno = saved2;
-        goto fail;
+    if (tables == MAP_FAILED || fstat(elf->fd, &st) < 0) {
+        goto fail_unmap;
     }
     elf->dev = st.st_dev;
     elf->ino = st.st_ino;
     PyMem_RawFree(img);
     elf->slot_size = slot_size;
-    elf->symtab_off = symtab_off;
-    elf->files_off = abbrev_off + at.files;
-    elf->rows_off = abbrev_off + at.rows;
-    elf->strtab_hdr_off = shdr_off + SEC_STRTAB * sizeof(Elf64_Shdr);
-    elf->strtab_off = strtab_off;
-    elf->strtab_size = STRTAB_INIT_SIZE;
+    elf->tables = tables;
+    elf->tables_len = tables_len;
+    elf->tables_off = tables_off;
+    elf->symtab_off = (size_t)(symtab_off - tables_off);
+    elf->files_off = (size_t)(abbrev_off + at.files - tables_off);
+    elf->rows_off = (size_t)(abbrev_off + at.rows - tables_off);
+    elf->strtab_off = (size_t)(strtab_off - tables_off);
+    elf->strtab_size = (size_t)strtab_size;
     elf->strtab_used = STRTAB_INIT_SIZE;
-    *code = (char *)mem + TEXT_OFF;
+    elf->strtab_backed = (size_t)backed;
+    *code = mem + TEXT_OFF;
     return elf;
 
+fail_unmap:
+    saved = errno;
+    munmap(mem, (size_t)map_len + tables_len);
+    errno = saved;
 fail:
     saved = errno;
     /* Ours, just made, and held open: gone with its descriptor. */
@@ -683,39 +752,53 @@ still_ours(_PyPerfElf *elf)
 }
 
 int
-_PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
-                const char *name, size_t name_len, size_t file_at)
+_PyPerfElf_Reserve(_PyPerfElf *elf)
 {
+    size_t need = elf->strtab_used + _PyPerf_NAME_MAX + 1;
+    if (need <= elf->strtab_backed) {
+        return 0;
+    }
+    if (need > elf->strtab_size) {
+        /* The slots' names took more than NAME_ROOM each. */
+        errno = ENOSPC;
+        return -1;
+    }
     if (!still_ours(elf)) {
         errno = EBADF;
         return -1;
     }
+    size_t end = elf->strtab_backed + STRTAB_CHUNK;
+    end = end > need ? end : need;
+    end = end < elf->strtab_size ? end : elf->strtab_size;
+    if (allocate(elf->fd, elf->tables_off + elf->strtab_off
+                          + elf->strtab_backed,
+                 end - elf->strtab_backed) < 0)
+    {
+        return -1;
+    }
+    elf->strtab_backed = end;
+    return 0;
+}
+
+int
+_PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
+                const char *name, size_t name_len, size_t file_at)
+{
     size_t len = name_len + 1;
-    uint64_t name_off = elf->strtab_used;
-    if (name_off + len > UINT32_MAX) {
-        errno = EFBIG;
+    size_t name_off = elf->strtab_used;
+    if (name_off + len > elf->strtab_backed) {
+        /* (_PyPerfElf_Reserve() made room for any name.) */
+        errno = ENOSPC;
         return -1;
     }
-    if (name_off + len > elf->strtab_size) {
-        /* .strtab (and .debug_line_str, the same bytes) grows by a
-           chunk: the file first (zeros: empty strings), then the size
-           their section headers declare. */
-        uint64_t size = round_up(name_off + len, STRTAB_CHUNK);
-        uint64_t at = elf->strtab_hdr_off + offsetof(Elf64_Shdr, sh_size);
-        if (ftruncate(elf->fd, (off_t)(elf->strtab_off + size)) < 0
-            || write_at(elf->fd, &size, sizeof(size), at) < 0
-            || write_at(elf->fd, &size, sizeof(size),
-                        at + sizeof(Elf64_Shdr)) < 0)
-        {
-            return -1;
-        }
-        elf->strtab_size = size;
-    }
-    /* The name; the slot's file (the end of the name) and line; then the
-       symbol that points to the name. */
-    if (write_at(elf->fd, name, len, elf->strtab_off + name_off) < 0) {
-        return -1;
-    }
+    /* Through the shared mapping, in the order readers need: the name;
+       the slot's line and file (the end of the name); the symbol's value
+       and size; then, in one store after the others, its first word,
+       which points to the name and makes it a function (a reader sees a
+       zero symbol until then); last the build-id, which now counts this
+       slot.  See "The file". */
+    unsigned char *t = elf->tables;
+    memcpy(t + elf->strtab_off + name_off, name, len);
     elf->strtab_used = name_off + len;
     unsigned char file[4], line[ROW_LINE_SIZE];
     _PyPerfBytes fw = {file, 0, sizeof(file)};
@@ -723,28 +806,35 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
     _PyPerfBytes lw = {line, 0, sizeof(line)};
     put_line(&lw, code->co_firstlineno > 0 ? code->co_firstlineno : 0);
     assert(fw.n == sizeof(file) && lw.n == sizeof(line));
-    if (write_at(elf->fd, file, sizeof(file),
-                 elf->files_off + (i + 1) * FILE_ENTRY_SIZE) < 0
-        || write_at(elf->fd, line, sizeof(line),
-                    elf->rows_off + rows_at(i) + 1 + uleb_size(i + 1)) < 0)
-    {
-        return -1;
-    }
-    Elf64_Sym sym = {
+    memcpy(t + elf->rows_off + rows_at(i) + 1 + uleb_size(i + 1), line,
+           sizeof(line));
+    memcpy(t + elf->files_off + (i + 1) * FILE_ENTRY_SIZE, file,
+           sizeof(file));
+    Elf64_Sym *sym = (Elf64_Sym *)(t + elf->symtab_off
+                                   + (i + 1) * sizeof(Elf64_Sym));
+    sym->st_value = TEXT_OFF + (uint64_t)i * elf->slot_size;
+    sym->st_size = _PyPerf_CodeSize();
+    Elf64_Sym head = {
         .st_name = (Elf64_Word)name_off,
         .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC),
         .st_other = STV_DEFAULT,
         .st_shndx = SEC_TEXT,
-        .st_value = TEXT_OFF + (uint64_t)i * elf->slot_size,
-        .st_size = _PyPerf_CodeSize(),
     };
-    return write_at(elf->fd, &sym, sizeof(sym),
-                    elf->symtab_off + (i + 1) * sizeof(Elf64_Sym));
+    uint64_t word;
+    _Static_assert(offsetof(Elf64_Sym, st_value) == sizeof(word),
+                   "a symbol's first word ends before its value");
+    memcpy(&word, &head, sizeof(word));
+    __atomic_store_n((uint64_t *)sym, word, __ATOMIC_RELEASE);
+    elf->named++;
+    __atomic_store_n((uint64_t *)(t + BUILD_ID_AT), elf->named,
+                     __ATOMIC_RELEASE);
+    return 0;
 }
 
 void
 _PyPerfElf_Close(_PyPerfElf *elf)
 {
+    munmap(elf->tables, elf->tables_len);
     if (still_ours(elf)) {
         close(elf->fd);
     }
@@ -756,7 +846,11 @@ _PyPerfElf_Drop(_PyPerfElf *elf)
 {
     /* A fork() child handler: no allocator call (tracemalloc's lock may
        be held by a thread that does not exist in the child); the few bytes
-       of the record stay. */
+       of the record stay.  The parent's file is the parent's to write. */
+    if (elf->tables != NULL) {
+        munmap(elf->tables, elf->tables_len);
+        elf->tables = NULL;
+    }
     if (still_ours(elf)) {
         close(elf->fd);
         elf->fd = -1;
@@ -780,6 +874,13 @@ _PyPerfElf_New(size_t Py_UNUSED(nslots), size_t Py_UNUSED(slot_size),
     *what = "make an ELF arena file on this platform for";
     errno = ENOSYS;
     return NULL;
+}
+
+int
+_PyPerfElf_Reserve(_PyPerfElf *Py_UNUSED(elf))
+{
+    errno = ENOSYS;
+    return -1;
 }
 
 int

@@ -210,13 +210,18 @@ typedef struct _PyPerfElf _PyPerfElf;
    step that failed ("map executable", ...: for a warning). */
 extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
                                   char **code, const char **what);
+/* Room on disk for one more name, of any length: 0, or -1 and errno
+   (a full file system, or the names' table full); then the arena hands
+   out no more slots. */
+extern int _PyPerfElf_Reserve(_PyPerfElf *elf);
 /* Give slot `i` the symbol `name` of `code` (`len` bytes, its file name
-   from `file_at`: _PyPerf_SymbolName()).  0, or -1 and errno (the slot
-   stays without a name). */
+   from `file_at`: _PyPerf_SymbolName()), through memory, without a
+   system call.  0, or -1 and errno (no room reserved: the slot stays
+   without a name). */
 extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
                            const char *name, size_t len, size_t file_at);
 /* Let go of the file (its arena has no slot left to name, or is the
-   parent's in a forked child); the mapping stays. */
+   parent's in a forked child); the code's mapping stays. */
 extern void _PyPerfElf_Close(_PyPerfElf *elf);
 /* The same in the child of fork(), without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
@@ -287,6 +292,7 @@ typedef struct _PyPerfArena {
     int inherited;                /* made by the parent of a fork() */
     _PyPerfSlot *info;            /* one per slot */
     _PyPerfElf *elf;              /* its file while slots are left to name */
+    int full;                     /* hands out no more slots */
     _PyPerfImage *image;          /* what debuggers read, or NULL */
 } _PyPerfArena;
 

@@ -132,9 +132,15 @@ class TestArenaFile(unittest.TestCase):
         self.assertEqual(text[0], "PROGBITS")
         self.assertEqual(text[1], text[2], "vaddr == file offset")
         self.assertEqual(text[4], "AX")
-        for name in (".eh_frame", ".eh_frame_hdr", ".note.gnu.build-id"):
+        for name in (".eh_frame", ".eh_frame_hdr"):
             self.assertIn(name, secs)
             self.assertEqual(secs[name][1], secs[name][2])
+        # The build-id is the first of the tables, after the mapped part
+        # (it changes as slots are named).
+        note = secs[".note.gnu.build-id"]
+        self.assertEqual((note[0], note[1]), ("NOTE", 0))
+        self.assertEqual(note[2] % 4096, 0)
+        self.assertGreater(note[2], secs[".eh_frame_hdr"][2])
         syms = symbols(path)
         for name in names:
             self.assertIn(name, syms)
@@ -173,13 +179,24 @@ class TestArenaFile(unittest.TestCase):
         maps = [line.split() for line in proc.stdout.splitlines()
                 if line.startswith("MAP ")]
         self.assertTrue(maps)
+        by_path = {}
         for fields in maps:
-            perms, offset, path = fields[2], fields[3], fields[6]
-            # read+execute from the file, from its first byte, and never
-            # writable
-            self.assertEqual(perms, "r-xp", fields)
-            self.assertEqual(int(offset, 16), 0)
+            start, end = (int(x, 16) for x in fields[1].split("-"))
+            perms, offset, path = fields[2], int(fields[3], 16), fields[6]
             self.assertIn(path, paths)
+            by_path.setdefault(path, []).append((start, end, perms, offset))
+        for path, mappings in by_path.items():
+            # The code read+execute from the file's first byte, never
+            # writable; the tables (symbols, names, line table) shared
+            # and writable, not executable, from the page after the code,
+            # at the address their offset says (one module for readers),
+            # while the arena has slots to name.
+            self.assertEqual(len(mappings), 2, mappings)
+            (start, end, perms, offset), tables = sorted(mappings)
+            self.assertEqual((perms, offset), ("r-xp", 0))
+            self.assertEqual(tables[2], "rw-s")
+            self.assertEqual(tables[0], end)
+            self.assertEqual(tables[3], end - start)
 
     @unittest.skipIf(ADDR2LINE is None, "needs addr2line (binutils)")
     def test_source_lines(self):
