@@ -123,7 +123,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     int rc = buf == NULL ? -1 : 0;
     pthread_mutex_lock(&_PyPerf_files_lock);
     _PyPerfFile *map = rc == 0 ? _PyPerf_OpenMap() : NULL;
-    if (map == NULL) {
+    if (map == NULL || _PyPerfFile_Flush(map) < 0) {
         rc = -1;
     }
     struct stat a, b;
@@ -192,7 +192,13 @@ PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
     if (_PyPerfTrampoline_Of(co) != NULL) {
         return 0;
     }
-    return _PyPerf_NewTrampoline(co) != NULL ? 0 : -1;
+    if (_PyPerf_NewTrampoline(co) == NULL) {
+        return -1;
+    }
+    /* Its record on disk now, not with the next ones: the workers this
+       is for may copy the map. */
+    _PyPerfTrampoline_Flush();
+    return 0;
 }
 
 /* Upstream's switch between two behaviours of a forked child.  Here the
@@ -378,6 +384,7 @@ sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
        to turn off. */
     if (_PyInterpreterState_GET() == _PyInterpreterState_Main()) {
         _PyPerf_Deactivate();
+        _PyPerf_WarnLostRecords();
     }
 #endif
     Py_RETURN_NONE;

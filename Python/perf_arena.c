@@ -145,6 +145,7 @@ arena_new(size_t slot_size)
     /* Without it, debuggers see the arena's frames unnamed (and gdb
        stops there); nothing else changes. */
     a->image = _PyPerfImage_New(mem, nslots, slot_size);
+    a->in_file = a->elf != NULL;
     a->start = mem;
     a->size = size;
     a->slot_size = slot_size;
@@ -177,6 +178,17 @@ _PyPerfSlot_Of(const char *tramp)
         }
     }
     return NULL;
+}
+
+int
+_PyPerfSlot_InFile(const char *tramp)
+{
+    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
+        if (tramp >= a->start && tramp < a->start + a->size) {
+            return a->in_file;
+        }
+    }
+    return 0;
 }
 
 /* co_extra free function: the code object is going away. */

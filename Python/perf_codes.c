@@ -213,8 +213,17 @@ static int
 describe(_PyPerfBackendState *st, const char *tramp, _PyPerfSlot *info,
          int bit)
 {
-    if (st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
-                                 info->code) < 0) {
+    /* A trampoline in an arena file is named there: its record may wait
+       for others (one write() for many); one in anonymous memory has
+       only this record, which goes out now. */
+    _PyPerfFile_Later(st->file, _PyPerfSlot_InFile(tramp));
+    int r = st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
+                                     info->code);
+    _PyPerfFile_Later(st->file, 0);
+    if (r < 0) {
+        /* A block of records may have gone with it: all again next
+           time. */
+        _PyPerfCode_NewGeneration();
         return -1;
     }
     if (info->generation != generation) {

@@ -53,7 +53,10 @@ struct _PyPerfFile {
     char path[64];
     const char *fail_what;        /* _PyPerfFile_SetFailure(), or NULL */
     const char *fail_detail;
+    int later;                    /* _PyPerfFile_Later() */
+    size_t pending;               /* bytes of whole records in `block` */
     char stage[PERF_RECORD_MAX];  /* the record being assembled */
+    char block[PERF_RECORD_MAX];  /* records that go out together */
 };
 
 /* Serializes opening and closing files (and the C API's writes) with
@@ -81,6 +84,8 @@ _PyPerfFile_New(void)
     file->fd = -1;
     file->fail_what = NULL;
     file->path[0] = '\0';
+    file->later = 0;
+    file->pending = 0;
     return file;
 }
 
@@ -238,10 +243,12 @@ still_ours(_PyPerfFile *file)
 }
 
 /* Let go of the file without touching it: in the child of fork(), the
-   descriptor (and its lock) is the parent's. */
+   descriptor (and its lock) is the parent's, and so are the records
+   waiting (the parent writes them). */
 void
 _PyPerfFile_Drop(_PyPerfFile *file)
 {
+    file->pending = 0;
     if (still_ours(file)) {
         close(file->fd);
         file->fd = -1;
@@ -253,6 +260,7 @@ _PyPerfFile_Drop(_PyPerfFile *file)
 void
 _PyPerfFile_Close(_PyPerfFile *file)
 {
+    (void)_PyPerfFile_Flush(file);
     if (still_ours(file)) {
         (void)flock(file->fd, LOCK_UN);
     }
@@ -282,7 +290,7 @@ _PyPerfFile_Reserve(_PyPerfFile *file, size_t size)
    ours to cut.  Every writer of this process appends under the files
    lock, so the offset O_APPEND left is the record's end. */
 static void
-take_back(_PyPerfFile *file, size_t n)
+take_back(_PyPerfFile *file, char *buf, size_t n)
 {
     TEST_POINT("partial");
     off_t end = lseek(file->fd, 0, SEEK_CUR);
@@ -299,27 +307,26 @@ take_back(_PyPerfFile *file, size_t n)
     PyOS_snprintf(path, sizeof(path), "/proc/self/fd/%d", file->fd);
     int fd = open(path, O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
-        memset(file->stage, ' ', n - 1);
-        file->stage[n - 1] = '\n';
-        (void)!pwrite(fd, file->stage, n, end - (off_t)n);
+        memset(buf, ' ', n - 1);
+        buf[n - 1] = '\n';
+        (void)!pwrite(fd, buf, n, end - (off_t)n);
         close(fd);
     }
 }
 
-/* Append the record with one write(): others may append to the same file
-   (the map is the process's), and a record reaches the file whole or,
-   when the disk is full, not at all (take_back()). */
-int
-_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
+/* Append `size` bytes of whole records at `buf` with one write(): others
+   may append to the same file (the map is the process's), and they reach
+   the file whole or, when the disk is full, not at all (take_back()). */
+static int
+append(_PyPerfFile *file, char *buf, size_t size)
 {
-    assert(size <= PERF_RECORD_MAX);
     if (!still_ours(file)) {
         errno = EBADF;
         return -1;
     }
     ssize_t n;
     do {
-        n = write(file->fd, file->stage, size);
+        n = write(file->fd, buf, size);
     } while (n < 0 && errno == EINTR);
     if (n == (ssize_t)size) {
         return 0;
@@ -327,11 +334,49 @@ _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
     if (n >= 0) {
         int saved = n > 0 ? ENOSPC : EIO;
         if (n > 0) {
-            take_back(file, (size_t)n);
+            take_back(file, buf, (size_t)n);
         }
         errno = saved;
     }
     return -1;
+}
+
+int
+_PyPerfFile_Flush(_PyPerfFile *file)
+{
+    size_t n = file->pending;
+    if (n == 0) {
+        return 0;
+    }
+    file->pending = 0;
+    return append(file, file->block, n);
+}
+
+void
+_PyPerfFile_Later(_PyPerfFile *file, int later)
+{
+    file->later = later;
+}
+
+int
+_PyPerfFile_Commit(_PyPerfFile *file, size_t size)
+{
+    assert(size <= PERF_RECORD_MAX);
+    if (file->later) {
+        if (file->pending + size > sizeof(file->block)
+            && _PyPerfFile_Flush(file) < 0)
+        {
+            return -1;
+        }
+        memcpy(file->block + file->pending, file->stage, size);
+        file->pending += size;
+        return 0;
+    }
+    /* In the order they were made: those waiting first. */
+    if (_PyPerfFile_Flush(file) < 0) {
+        return -1;
+    }
+    return append(file, file->stage, size);
 }
 
 int

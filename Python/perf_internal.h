@@ -293,6 +293,7 @@ typedef struct _PyPerfArena {
     _PyPerfSlot *info;            /* one per slot */
     _PyPerfElf *elf;              /* its file while slots are left to name */
     int full;                     /* hands out no more slots */
+    int in_file;                  /* its code is an arena file's */
     _PyPerfImage *image;          /* what debuggers read, or NULL */
 } _PyPerfArena;
 
@@ -307,6 +308,9 @@ extern char *_PyPerfSlot_Next(size_t slot_size);
 extern _PyPerfSlot *_PyPerfSlot_Take(PyCodeObject *code);
 /* The record of the slot `tramp` is in, or NULL if it is in no arena. */
 extern _PyPerfSlot *_PyPerfSlot_Of(const char *tramp);
+/* Is trampoline `tramp` in an arena file (which names it whatever
+   becomes of the process)? */
+extern int _PyPerfSlot_InFile(const char *tramp);
 /* The record of trampoline `tramp` if it was handed out, is still
    `code`'s and is at least `slot_size` bytes from the next one; else
    NULL. */
@@ -347,6 +351,9 @@ extern int _PyPerfCode_TakeChildIndex(void);
 /* The child moves to files of its own: forget what the parent's files
    described. */
 extern void _PyPerfCode_NewGeneration(void);
+/* If a block of records could not be written where no warning could be
+   given (deactivation, fork), the warning now. */
+extern void _PyPerf_WarnLostRecords(void);
 /* Make `code` a trampoline spaced as `st` needs: the one it inherited, or
    a new one.  NULL and errno. */
 extern char *_PyPerfCode_Trampoline(_PyPerfBackendState *st,
@@ -426,6 +433,14 @@ extern int _PyPerfFile_Append(_PyPerfFile *file, const void *data,
    written there (0 or -1 and errno, as Append). */
 extern void *_PyPerfFile_Reserve(_PyPerfFile *file, size_t size);
 extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
+/* While `later` is non-zero, records committed wait in a block of up to
+   16 KiB that goes out whole, with one write(), when the next record does
+   not fit, when a record is committed with `later` zero, or when the file
+   is flushed or closed: for trampolines whose names are also in an arena
+   file, which a killed process leaves whole. */
+extern void _PyPerfFile_Later(_PyPerfFile *file, int later);
+/* Write the records waiting: 0, or -1 and errno (as Append). */
+extern int _PyPerfFile_Flush(_PyPerfFile *file);
 /* Non-zero if the file already held records of this process when it was
    opened (after Py_Finalize() and Py_Initialize(), say): a header has
    been written. */

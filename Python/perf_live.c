@@ -348,6 +348,7 @@ _PyPerfLive_Serve(PyThreadState *tstate)
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     else if (request == _PyPerfLive_DEACTIVATE) {
         _PyPerf_Deactivate();
+        _PyPerf_WarnLostRecords();
     }
     else {
         const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT

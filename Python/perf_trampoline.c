@@ -134,6 +134,11 @@ static struct {
     int persist_after_fork;       /* PyUnstable_..._SetPersistAfterFork() */
     volatile int forked;          /* set in a child, until files move */
     int finalized;                /* _PyPerfTrampoline_Fini() has run */
+    int flush_errno;              /* a block of records lost, where no
+                                     warning could be given: the next
+                                     trampoline, or deactivation, gives
+                                     it */
+    backend_state *flush_failed;  /* whose */
 } perf = {
     .backends = {
         {&_PyPerf_MapBackend, NULL, 0, 0},
@@ -160,8 +165,41 @@ static int activating_after_fork;
 static int
 describe_activated(backend_state *st)
 {
-    return activating_after_fork ? _PyPerfCode_DescribeRunning(st)
-                                 : _PyPerfCode_DescribeAll(st);
+    int r = activating_after_fork ? _PyPerfCode_DescribeRunning(st)
+                                  : _PyPerfCode_DescribeAll(st);
+    if (r == 0 && _PyPerfFile_Flush(st->file) < 0) {
+        /* Records marked written were not: all of them again, next
+           time. */
+        _PyPerfCode_NewGeneration();
+        r = -1;
+    }
+    return r;
+}
+
+/* Write the records that wait in a block (Python/perf_file.c), with
+   _PyPerf_files_lock held.  A block that fails is lost: the next
+   activation writes every record again, and the next trampoline warns
+   (these callers cannot: at fork, at os._exit()). */
+static void
+flush_files(void)
+{
+    for (int i = 0; i < NBACKENDS; i++) {
+        if (perf.backends[i].file != NULL
+            && _PyPerfFile_Flush(perf.backends[i].file) < 0)
+        {
+            perf.flush_errno = errno ? errno : EIO;
+            perf.flush_failed = &perf.backends[i];
+            _PyPerfCode_NewGeneration();
+        }
+    }
+}
+
+void
+_PyPerfTrampoline_Flush(void)
+{
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    flush_files();
+    pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
 /* ---- Activation --------------------------------------------------------- */
@@ -195,6 +233,9 @@ static void
 atfork_prepare(void)
 {
     pthread_mutex_lock(&_PyPerf_files_lock);
+    /* The parent's records on disk before the child exists: a pre-fork
+       server's worker may copy its parent's map. */
+    flush_files();
 }
 
 static void
@@ -272,7 +313,24 @@ deactivate_locked(void)
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
     perf.active = NULL;
+    /* The records that wait: readers of an inactive process's files
+       expect them all. */
+    flush_files();
     notify(_PyPerf_CHANGED);
+}
+
+void
+_PyPerf_WarnLostRecords(void)
+{
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    int err = perf.flush_errno;
+    backend_state *st = perf.flush_failed;
+    perf.flush_errno = 0;
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+    if (err != 0) {
+        errno = err;
+        _PyPerfFile_Warn(st->file, "write", st->backend->name);
+    }
 }
 
 void
@@ -536,6 +594,11 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     pthread_mutex_lock(&_PyPerf_files_lock);
     int failed = _PyPerfCode_Describe(st, tramp, info) < 0;
     int saved = errno;
+    if (!failed && perf.flush_errno != 0) {
+        failed = 1;
+        saved = perf.flush_errno;
+    }
+    perf.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (failed) {
         _PyPerf_Deactivate();

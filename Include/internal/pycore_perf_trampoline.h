@@ -247,6 +247,9 @@ extern void _PyPerfTrampoline_Fini(void);
    may take a lock that a hook re-initialises: logging's.) */
 extern void _PyPerfTrampoline_BeforeForkChildHooks(void);
 extern void _PyPerfTrampoline_AfterForkChild(void);
+/* Write the records that wait to go out together (Python/perf_file.c):
+   before os._exit(), which runs no finalization. */
+extern void _PyPerfTrampoline_Flush(void);
 
 /* Live activation (Python/perf_live.c): another process asks this one to
    turn a backend on or off, through a control block it finds by its

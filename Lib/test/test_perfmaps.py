@@ -275,9 +275,9 @@ class TestWindows(unittest.TestCase):
                             for line in lines))
 
     def test_partial_record_taken_back_keeps_other_records(self):
-        # A record written only in part (a file size limit here, a full
-        # disk in life), while another writer appends before it is taken
-        # back: the other writer's line stays whole.
+        # A block of records written only in part (a file size limit
+        # here, a full disk in life), while another writer appends before
+        # it is taken back: the other writer's line stays whole.
         out, pid = self.run_python("-X", "perf", code="""
             import os, resource, signal, sys, warnings
             import _testinternalcapi as t
@@ -301,6 +301,8 @@ class TestWindows(unittest.TestCase):
                 size = os.stat(path).st_size
                 resource.setrlimit(resource.RLIMIT_FSIZE, (size + 5, hard))
                 cut_short()
+                # (its line waits with others: deactivating writes them)
+                sys.deactivate_stack_trampoline()
                 resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
             print(len(w), sys.is_stack_trampoline_active())
             """)

@@ -226,6 +226,25 @@ def arena_paths(pid):
     return glob.glob(f"/tmp/py-perf-{pid}-*.so")
 
 
+def named_functions(pid):
+    """The names process `pid` gave its trampolines: the symbols of its
+    arena files (named at once) and the lines of its map (which may wait
+    in a block while the process runs)."""
+    names = set()
+    readelf = shutil.which("readelf")
+    for path in arena_paths(pid) if readelf else ():
+        out = subprocess.run([readelf, "-sW", path], capture_output=True,
+                             text=True).stdout
+        for line in out.splitlines():
+            fields = line.split(None, 7)
+            if len(fields) == 8 and fields[3] == "FUNC":
+                names.add(fields[7])
+    if os.path.exists(map_path(pid)):
+        names.update(line.split(" ", 2)[2]
+                     for line in read_map_file(map_path(pid), False))
+    return names
+
+
 def _files_of(pid):
     return [map_path(pid), jit_path(pid),
             *glob.glob(f"/tmp/jitted-{pid}-*.so"), *arena_paths(pid)]
