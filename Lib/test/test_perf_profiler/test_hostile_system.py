@@ -126,6 +126,39 @@ class TestHostileInput(HostileInputCase):
             r"perf_jit backend is off")
         self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
 
+    def test_tmp_full_after_first_arena(self):
+        # The disk fills up after the first arena file was mapped: that
+        # file gets no room for more names, no new file can be made.  One
+        # warning, and every later function is named (in anonymous memory,
+        # by the map): none is lost without a word, no SIGBUS.
+        code = textwrap.dedent("""
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            # (activating again writes the map's lines that wait)
+            sys.activate_stack_trampoline("perf")
+            st = os.statvfs("/tmp")
+            fd = os.open("/tmp/filler", os.O_WRONLY | os.O_CREAT, 0o600)
+            os.posix_fallocate(fd, 0, st.f_bavail * st.f_frsize - 40 * 1024)
+            os.close(fd)
+            ns = {}
+            exec("\\n".join(f"def h{i}(): return {i}" for i in range(300)),
+                 ns)
+            print(sum(ns[f"h{i}"]() for i in range(300)))
+            """)
+        proc = self.run_with_tmp(
+            self.tmpfs_on_tmp("size=4m"), "perf", code=code,
+            after="echo '== names'; "
+                  "readelf -sW /tmp/py-perf-*.so | grep -o 'py::h[0-9]*:.*'; "
+                  "grep -ao 'py::h[0-9]*:.*' /tmp/perf-*.map")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        out, _, names = proc.stdout.partition("== names\n")
+        self.assertEqual(out.split()[-1], str(sum(range(300))))
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                         proc.stderr)
+        self.assertIn("No space left on device", proc.stderr)
+        self.assertEqual(set(names.split()),
+                         {f"py::h{i}:<string>" for i in range(300)})
+
     def test_tmp_full_jitdump(self):
         # (The map's counterpart is TestPerfMapFile.test_full_disk, in
         # test_map_file.)  A small tmpfs on /tmp: the program runs on, a
