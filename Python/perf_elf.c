@@ -25,14 +25,16 @@
  * Every address is the file offset (vaddr == offset), so readers need no
  * section-to-segment arithmetic, and the mapping starts at offset 0:
  *
- *     0        ELF header, 3 program headers (PT_LOAD of [0, end of
- *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME, PT_NOTE),
- *              .note.gnu.build-id (20 random bytes, so that perf's build-id
- *              cache and `perf archive` keep each file apart)
+ *     0        ELF header, 2 program headers (PT_LOAD of [0, end of
+ *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME)
  *     320      .text: nslots copies of the template, slot_size apart
  *              .eh_frame: CIE, one FDE per slot, terminator
  *              .eh_frame_hdr: one table entry per slot
  *     -------- (mapped up to here, read+execute, never writable)
+ *     page     the tables, mapped shared and writable right after the
+ *              code, at the address their offset says:
+ *              .note.gnu.build-id: the count of slots named (8 bytes), then
+ *              12 random bytes
  *              .symtab: a null symbol, then one entry per slot, all zeros
  *              (no symbol) until the slot is handed out; all local, so
  *              that the zero entries are well-formed too
@@ -40,19 +42,41 @@
  *              unit over .text; .debug_line: its line table (see "Source
  *              lines")
  *              .shstrtab, the section headers
- *              .strtab: grows at the end of the file; .debug_line_str is
- *              the same bytes
+ *              .strtab: 256 bytes a slot, and room for the longest name;
+ *              .debug_line_str is the same bytes
  *
- * The unwind tables must be inside the mapping: perf's libunwind glue
- * reads them through the mapping that holds their address.  Naming slot i
- * writes its name into .strtab, its line (see "Source lines"), then
- * symbol i.  .strtab is declared 4 KiB at a time ahead of its names (the
- * file extended first, with zeros, which are empty strings, then the size
- * in its section header), so a process killed at any point leaves a file
- * whose every symbol has its name (at worst a name without a symbol).
- * perf reads the file when it reports (or, with its build-id cache,
- * copies it when the recording ends): symbols written before a sample are
- * all it needs.
+ * The unwind tables must be inside the code's mapping: perf's libunwind
+ * glue reads them through the mapping that holds their address.  The
+ * tables start at a page of their own, so that no page of the code is
+ * ever writable, in any mapping.
+ *
+ * Naming through memory
+ * ---------------------
+ * Naming slot i is stores into the tables' mapping, no system call, in
+ * the order readers need: its name into .strtab, its line and file (see
+ * "Source lines"), symbol i's value and size, then symbol i's first word
+ * (name, type, section) in one 8-byte store, so that a reader sees a zero
+ * symbol or a whole one that points to a whole name; last the build-id's
+ * count.  The stores reach the file's pages at once: perf, or any reader,
+ * reads them, and a process killed at any point leaves them.
+ *
+ * Every section's size is fixed when the file is made, .strtab's too (the
+ * bytes not written yet are a hole, which costs no disk): a reader that
+ * read the section headers early (libelf, for perf top or a second
+ * report) never finds a name beyond the sizes it read.  Before a slot is
+ * handed out, _PyPerfElf_Reserve() makes sure that .strtab's disk is
+ * allocated for one more name of any length, 16 KiB at a time: a store
+ * into a hole of a full file system would be SIGBUS.  When it cannot (a
+ * full disk, or the names took more than 256 bytes a slot), the arena
+ * hands out no more slots, and the next ones go to a new file or, if
+ * that fails too, to anonymous memory and the map, with a warning.
+ *
+ * The build-id changes with every name: perf's build-id cache
+ * (~/.debug) copies a file when a recording ends, keyed by its build-id,
+ * and on a file system other than /tmp's the copy does not follow later
+ * names.  A second recording of the same process then reads a file whose
+ * build-id is new, and is copied again: each recording names what it
+ * saw, and `perf archive` carries one copy per build-id it needs.
  *
  * Source lines
  * ------------
@@ -70,8 +94,7 @@
  * place, and the file entry is 4 bytes: an offset into .debug_line_str.
  * That section is .strtab itself: the file name is the end of the slot's
  * symbol name "py::QUALNAME:FILENAME", NUL included, so it costs no
- * byte.  Naming slot i is then four writes, in this order: the name, the
- * file entry, the line, the symbol.
+ * byte.
  *
  * Safety
  * ------
@@ -81,10 +104,14 @@
  * alone: the next N is tried.  Existing files are never reused or cut:
  * cutting a file that a live process maps (one with our pid in another
  * pid namespace sharing /tmp) would kill it with SIGBUS.  A file's
- * descriptor stays open only while its arena has slots to name; a forked
- * child closes the ones it inherited (it never names the parent's slots),
- * and before each write the descriptor is checked to be still the file
- * (a daemon that closes every descriptor may have reused its number).
+ * descriptor and its tables' mapping stay only while its arena has slots
+ * to name; a forked child lets go of the ones it inherited (it never
+ * names the parent's slots), and before the descriptor allocates disk
+ * (once per 16 KiB of names) it is checked to be still the file (a daemon
+ * that closes every descriptor may have reused its number).  Truncating
+ * or rewriting the file in place while the process runs (`truncate`,
+ * `strip`) is its owner's doing and is not guarded against: the process
+ * may then fault, or its later names be wrong.
  * Where the mapping cannot be made executable (/tmp mounted noexec, a
  * security policy), the file is removed and the caller falls back to
  * anonymous memory.

@@ -8,12 +8,20 @@
  * with one link.  The map is the process's, not ours alone: a JIT or an
  * agent in the same process may write to it too (through the PyUnstable_
  * C API, Python/perf_api.c, or on its own).  So a file is only ever
- * appended to, each record with one write() of its own (O_APPEND keeps it
- * whole among other writers), and never cut (but for a record of ours
- * that the disk had room for only in part), grown ahead or mapped for
- * writing: a killed process, or a child leaving through os._exit(),
- * leaves whole records naming every trampoline it ran, and another writer
- * that truncates the file costs lines, never the process.  Content
+ * appended to, whole records with one write() at a time (O_APPEND keeps
+ * them whole among other writers), and never cut (but for records of
+ * ours that the disk had room for only in part), grown ahead or mapped
+ * for writing: another writer that truncates the file costs lines, never
+ * the process.
+ *
+ * Records of trampolines that an arena file names already (the core says
+ * so with _PyPerfFile_Later()) wait in a block of up to 16 KiB, which goes
+ * out with one write(): one system call for a hundred or more new
+ * functions, where each took one (and an fstat()).  The block goes out
+ * before any record that cannot wait, and when the core flushes: at the
+ * end of an activation, at deactivation, before fork(), at os._exit()
+ * and finalization.  A process killed by a signal leaves whole records
+ * and loses the block: the arena files name those trampolines.  Content
  * written before this process started (exec() keeps the process: lines of
  * a host that wrote before it ran or loaded us stay) is a stale file of
  * an earlier process with our pid, and is emptied (perf would give our

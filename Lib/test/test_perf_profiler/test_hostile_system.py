@@ -4,6 +4,7 @@ storms (the rows of the README table "Bad input and hostile
 environments" after the file names; the rest is in test_hostile_input)."""
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -129,8 +130,10 @@ class TestHostileInput(HostileInputCase):
     def test_tmp_full_after_first_arena(self):
         # The disk fills up after the first arena file was mapped: that
         # file gets no room for more names, no new file can be made.  One
-        # warning, and every later function is named (in anonymous memory,
-        # by the map): none is lost without a word, no SIGBUS.
+        # warning, and every later function is named where perf looks for
+        # it: in the file that holds its trampoline (perf never reads the
+        # map for a file's addresses), or, in anonymous memory, in the
+        # map.  None is lost without a word; no SIGBUS.
         code = textwrap.dedent("""
             import os, sys
             print("PID", os.getpid(), flush=True)
@@ -144,20 +147,45 @@ class TestHostileInput(HostileInputCase):
             exec("\\n".join(f"def h{i}(): return {i}" for i in range(300)),
                  ns)
             print(sum(ns[f"h{i}"]() for i in range(300)))
+            for line in open("/proc/self/maps"):
+                fields = line.split()
+                if fields[1] == "r-xp" and "/py-perf-" in fields[-1]:
+                    print("MAP", *fields[0].split("-"), fields[-1])
             """)
         proc = self.run_with_tmp(
             self.tmpfs_on_tmp("size=4m"), "perf", code=code,
-            after="echo '== names'; "
-                  "readelf -sW /tmp/py-perf-*.so | grep -o 'py::h[0-9]*:.*'; "
-                  "grep -ao 'py::h[0-9]*:.*' /tmp/perf-*.map")
+            after="for f in /tmp/py-perf-*.so; do echo FILE $f; "
+                  "readelf -sW $f; done; echo '== map'; cat /tmp/perf-*.map")
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        out, _, names = proc.stdout.partition("== names\n")
-        self.assertEqual(out.split()[-1], str(sum(range(300))))
+        out, _, rest = proc.stdout.partition("FILE ")
+        files, _, map_text = ("FILE " + rest).partition("== map\n")
+        self.assertEqual(out.split("MAP")[0].split()[-1],
+                         str(sum(range(300))))
         self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
                          proc.stderr)
         self.assertIn("No space left on device", proc.stderr)
-        self.assertEqual(set(names.split()),
-                         {f"py::h{i}:<string>" for i in range(300)})
+        mapped = [(int(a, 16), int(b, 16), path) for a, b, path in
+                  re.findall(r"^MAP (\w+) (\w+) (\S+)$", out, re.M)]
+        symbols = {}
+        for block in files.split("FILE ")[1:]:
+            path, _, text = block.partition("\n")
+            symbols[path] = {int(f[1], 16): f[7] for f in (
+                line.split(None, 7) for line in text.splitlines())
+                if len(f) == 8 and f[3] == "FUNC"}
+        named = set()
+        for line in map_text.splitlines():
+            start, _, name = line.split(" ", 2)
+            addr = int(start, 16)
+            where = [(a, path) for a, b, path in mapped if a <= addr < b]
+            if where:
+                # (the file's addresses are its offsets; it is mapped
+                # from offset 0)
+                a, path = where[0]
+                self.assertEqual(symbols[path].get(addr - a), name,
+                                 f"{name} not in {path}")
+            if name.startswith("py::h"):
+                named.add(name)
+        self.assertEqual(named, {f"py::h{i}:<string>" for i in range(300)})
 
     def test_tmp_full_jitdump(self):
         # (The map's counterpart is TestPerfMapFile.test_full_disk, in

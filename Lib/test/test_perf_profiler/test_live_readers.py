@@ -28,9 +28,12 @@ NAMER = textwrap.dedent("""\
     print("PID", os.getpid(), flush=True)
     ns = {}
     batch = 0
+    # (a long file name: names of 120 bytes and more)
+    where = "/" + "long-directory-name/" * 4 + "module.py"
     for line in sys.stdin:
         names = [f"g{batch}_{i}" for i in range(int(line))]
-        exec("\\n".join(f"def {n}(): return 1" for n in names), ns)
+        exec(compile("\\n".join(f"def {n}(): return 1" for n in names),
+                     where, "exec"), ns)
         for n in names:
             ns[n]()
         batch += 1
@@ -105,7 +108,8 @@ class LiveReaderTests(unittest.TestCase):
         # a file that did not exist yet)
         self.assertGreater(len(batch), 0, names)
         for n in batch:
-            self.assertRegex(n, r"^py::g1_\d+:<string>$")
+            self.assertRegex(n, r"^py::g1_\d+:/(long-directory-name/){4}"
+                                r"module\.py$")
 
     def test_system_calls_per_function(self):
         # Names go through memory and records out in blocks: far less than
