@@ -141,6 +141,43 @@ class LiveReaderTests(unittest.TestCase):
             self.assertLess(per_function, 0.25, counts)
 
     @requires_perf
+    def test_perf_top(self):
+        # perf top reads the arena files of a running process (once, when
+        # it first samples them) and names the functions they hold.
+        def top(pid, seconds):
+            proc = subprocess.run(
+                ["timeout", "-s", "INT", str(seconds), "perf", "top", "-g",
+                 "--children", "-p", str(pid), "--stdio", "-d", "2"],
+                stdin=subprocess.DEVNULL, capture_output=True, text=True)
+            return proc.stdout
+        # The probe: a shell loop, not our interpreter.
+        loop = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+        try:
+            rates = re.findall(r"PerfTop:\s+(\d+) irqs/sec", top(loop.pid, 5))
+        finally:
+            loop.kill()
+            loop.wait()
+        if not any(int(r) for r in rates):
+            self.skipTest("perf top gets no samples here (probed with a "
+                          "shell loop)")
+        code = textwrap.dedent("""\
+            import os
+            print("PID", os.getpid(), flush=True)
+            def spinning_here():
+                while True:
+                    sum(range(1000))
+            spinning_here()
+            """)
+        proc = subprocess.Popen([sys.executable, "-X", "perf", "-c", code],
+                                stdout=subprocess.PIPE, text=True,
+                                env=env_with())
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        pid = int(proc.stdout.readline().split()[1])
+        forget_files(self, pid)
+        self.assertIn("py::spinning_here:<string>", top(pid, 8))
+
+    @requires_perf
     def test_second_recording_names_new_functions(self):
         # perf copies a file into its build-id cache (~/.debug) when a
         # recording ends; with ~/.debug on another file system than /tmp
