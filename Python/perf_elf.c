@@ -532,149 +532,163 @@ _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
     eh->e_shstrndx = (Elf64_Half)shstrndx;
 }
 
-_PyPerfElf *
-_PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
-               const char **what)
+/* --- The file, section by section (see "The file" above) -------------- */
+
+/* Where everything is: file offsets, which are addresses too. */
+typedef struct {
+    size_t nslots;
+    size_t slot_size;
+    uint64_t page;
+    uint64_t text_size;
+    uint64_t eh_off, eh_size;         /* .eh_frame */
+    uint64_t hdr_off, hdr_size;       /* .eh_frame_hdr */
+    uint64_t mapped_end;              /* of the code's part (PT_LOAD) */
+    uint64_t map_len;                 /* of its mapping, whole pages */
+    uint64_t tables_off;              /* the note, first of the tables */
+    uint64_t symtab_off, symtab_size;
+    uint64_t abbrev_off;              /* the debug sections, from here */
+    debug_layout at;                  /* ... at these offsets from it */
+    uint64_t shstrtab_off;
+    uint64_t shdr_off;                /* the section headers */
+    uint64_t strtab_off, strtab_size;
+    uint64_t file_size;
+} file_layout;
+
+/* The layout of a file of `nslots` slots `slot_size` apart.  0, or -1,
+   errno and *what. */
+static int
+plan_file(size_t nslots, size_t slot_size, file_layout *L,
+          const char **what)
 {
     long pagesz = sysconf(_SC_PAGESIZE);
-    uint64_t page = pagesz > 0 ? (uint64_t)pagesz : 4096;
-
-    /* The layout (see the top of this file). */
-    uint64_t text_size = (uint64_t)nslots * slot_size;
-    uint64_t eh_off = round_up(TEXT_OFF + text_size, 8);
+    L->page = pagesz > 0 ? (uint64_t)pagesz : 4096;
+    L->nslots = nslots;
+    L->slot_size = slot_size;
+    L->text_size = (uint64_t)nslots * slot_size;
+    L->eh_off = round_up(TEXT_OFF + L->text_size, 8);
     size_t eh_size, hdr_size;
     *what = "describe the trampoline template's frames for";
-    if (_PyPerfUnwind_Table(nslots, slot_size, eh_off - TEXT_OFF, NULL, 0,
-                            &eh_size, &hdr_size) < 0)
+    if (_PyPerfUnwind_Table(nslots, slot_size, L->eh_off - TEXT_OFF, NULL,
+                            0, &eh_size, &hdr_size) < 0)
     {
-        return NULL;
+        return -1;
     }
-    uint64_t hdr_off = eh_off + eh_size;
-    uint64_t mapped_end = hdr_off + hdr_size;
-    uint64_t map_len = round_up(mapped_end, page);
-    if (nslots >= MAX_LINE_SLOTS || slot_size > UINT16_MAX) {
-        *what = "describe so many trampolines in";
-        errno = EFBIG;
-        return NULL;
-    }
+    L->eh_size = eh_size;
+    L->hdr_off = L->eh_off + eh_size;
+    L->hdr_size = hdr_size;
+    L->mapped_end = L->hdr_off + hdr_size;
+    L->map_len = round_up(L->mapped_end, L->page);
     /* The tables start at a page of their own: they are mapped shared
        and writable, and no page of the code may be. */
-    uint64_t tables_off = map_len;
-    uint64_t symtab_off = round_up(tables_off + NOTE_SIZE, 8);
-    uint64_t symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
-    uint64_t abbrev_off = symtab_off + symtab_size;
-    debug_layout at;
+    L->tables_off = L->map_len;
+    L->symtab_off = round_up(L->tables_off + NOTE_SIZE, 8);
+    L->symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
+    L->abbrev_off = L->symtab_off + L->symtab_size;
     _PyPerfBytes measure = {NULL, 0, 0};
-    put_debug_sections(&measure, nslots, slot_size, &at);
-    uint64_t shstrtab_off = abbrev_off + at.end;
-    uint64_t shdr_off = round_up(shstrtab_off + sizeof(shstrtab), 8);
-    uint64_t strtab_off = shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
-    uint64_t strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
-                           + _PyPerf_NAME_MAX + 1;
-    uint64_t file_size = strtab_off + strtab_size;
-    if (strtab_size > UINT32_MAX) {
+    put_debug_sections(&measure, nslots, slot_size, &L->at);
+    L->shstrtab_off = L->abbrev_off + L->at.end;
+    L->shdr_off = round_up(L->shstrtab_off + sizeof(shstrtab), 8);
+    L->strtab_off = L->shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
+    L->strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
+                     + _PyPerf_NAME_MAX + 1;
+    L->file_size = L->strtab_off + L->strtab_size;
+    if (nslots >= MAX_LINE_SLOTS || slot_size > UINT16_MAX
+        || L->strtab_size > UINT32_MAX)
+    {
         *what = "describe so many trampolines in";
         errno = EFBIG;
-        return NULL;
+        return -1;
     }
+    return 0;
+}
 
-    int saved;
-    _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
-    /* What is written: the mapped part, the note, then from
-       .debug_abbrev to .strtab's first strings.  .symtab's zeros and the
-       rest of .strtab are allocated on disk, not written. */
-    uint64_t tail_size = strtab_off + STRTAB_INIT_SIZE - abbrev_off;
-    unsigned char *img = PyMem_RawMalloc((size_t)(mapped_end + tail_size));
-    if (elf == NULL || img == NULL) {
-        PyMem_RawFree(elf);
-        PyMem_RawFree(img);
-        *what = "allocate memory for";
-        errno = ENOMEM;
-        return NULL;
-    }
-
-    unsigned char *tail = img + mapped_end;
-    memset(img, 0, TEXT_OFF + slot_size);
-    memset(tail, 0, (size_t)tail_size);
+/* The code's part, [0, mapped_end): the ELF header, the program headers,
+   .text, .eh_frame, .eh_frame_hdr.  0, or -1 and errno. */
+static int
+put_code_part(unsigned char *img, const file_layout *L)
+{
+    memset(img, 0, TEXT_OFF + L->slot_size);
     Elf64_Ehdr *eh = (Elf64_Ehdr *)img;
     _PyPerfElf_Header(eh, ET_DYN, NSECTIONS, SEC_SHSTRTAB);
     eh->e_phoff = sizeof(Elf64_Ehdr);
-    eh->e_shoff = shdr_off;
+    eh->e_shoff = L->shdr_off;
     eh->e_phentsize = sizeof(Elf64_Phdr);
     eh->e_phnum = NPHDRS;
-
     Elf64_Phdr *ph = (Elf64_Phdr *)(img + sizeof(Elf64_Ehdr));
     ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R | PF_X,
                          .p_offset = 0, .p_vaddr = 0, .p_paddr = 0,
-                         .p_filesz = mapped_end, .p_memsz = mapped_end,
-                         .p_align = page};
+                         .p_filesz = L->mapped_end,
+                         .p_memsz = L->mapped_end, .p_align = L->page};
     ph[1] = (Elf64_Phdr){.p_type = PT_GNU_EH_FRAME, .p_flags = PF_R,
-                         .p_offset = hdr_off, .p_vaddr = hdr_off,
-                         .p_paddr = hdr_off, .p_filesz = hdr_size,
-                         .p_memsz = hdr_size, .p_align = 4};
+                         .p_offset = L->hdr_off, .p_vaddr = L->hdr_off,
+                         .p_paddr = L->hdr_off, .p_filesz = L->hdr_size,
+                         .p_memsz = L->hdr_size, .p_align = 4};
+    /* (the first slot was zeroed above: the gaps are zeros) */
+    unsigned char *text = img + TEXT_OFF;
+    _PyPerf_FillSlots(text, L->nslots, L->slot_size);
+    /* (zeros from the last copy to the .eh_frame) */
+    memset(text + L->text_size, 0,
+           (size_t)(L->eh_off - TEXT_OFF - L->text_size));
+    size_t eh_size, hdr_size;
+    return _PyPerfUnwind_Table(L->nslots, L->slot_size,
+                               L->eh_off - TEXT_OFF, img + L->eh_off,
+                               (size_t)(L->mapped_end - L->eh_off),
+                               &eh_size, &hdr_size);
+}
 
-    /* The build-id: no slot named yet, then random bytes. */
-    unsigned char note[NOTE_SIZE] = {0};
+/* .note.gnu.build-id: no slot named yet, then random bytes. */
+static void
+put_build_id(unsigned char note[NOTE_SIZE])
+{
+    memset(note, 0, NOTE_SIZE);
     Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = BUILD_ID_SIZE,
                      .n_type = NT_GNU_BUILD_ID};
     memcpy(note, &nh, sizeof(nh));
     memcpy(note + sizeof(nh), "GNU", 4);
     build_id(note + BUILD_ID_AT + sizeof(uint64_t),
              BUILD_ID_SIZE - sizeof(uint64_t));
+}
 
-    /* (the first slot was zeroed above: the gaps are zeros) */
-    unsigned char *text = img + TEXT_OFF;
-    _PyPerf_FillSlots(text, nslots, slot_size);
-    size_t eh_size2, hdr_size2;
-    if (_PyPerfUnwind_Table(nslots, slot_size, eh_off - TEXT_OFF,
-                            img + eh_off, (size_t)(mapped_end - eh_off),
-                            &eh_size2, &hdr_size2) < 0)
-    {
-        goto fail_early;
-    }
-    /* (zeros from the last copy to the .eh_frame) */
-    memset(text + nslots * slot_size, 0,
-           (size_t)(eh_off - TEXT_OFF - nslots * slot_size));
-    _PyPerfBytes debug = {tail, 0, at.end};
-    put_debug_sections(&debug, nslots, slot_size, &at);
-    assert(debug.n == at.end);
-    memcpy(tail + (shstrtab_off - abbrev_off), shstrtab, sizeof(shstrtab));
-    memcpy(tail + (strtab_off - abbrev_off) + 1, CU_NAME, sizeof(CU_NAME));
-
-    Elf64_Shdr *sh = (Elf64_Shdr *)(tail + (shdr_off - abbrev_off));
+/* The section header table. */
+static void
+put_section_headers(Elf64_Shdr *sh, const file_layout *L)
+{
+    const debug_layout *at = &L->at;
     sh[SEC_NOTE] = (Elf64_Shdr){
-        .sh_type = SHT_NOTE, .sh_offset = tables_off, .sh_size = NOTE_SIZE,
-        .sh_addralign = 4};
+        .sh_type = SHT_NOTE, .sh_offset = L->tables_off,
+        .sh_size = NOTE_SIZE, .sh_addralign = 4};
     sh[SEC_TEXT] = (Elf64_Shdr){
         .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
-        .sh_addr = TEXT_OFF, .sh_offset = TEXT_OFF, .sh_size = text_size,
-        .sh_addralign = 16};
+        .sh_addr = TEXT_OFF, .sh_offset = TEXT_OFF,
+        .sh_size = L->text_size, .sh_addralign = 16};
     sh[SEC_EH_FRAME] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC, .sh_addr = eh_off,
-        .sh_offset = eh_off, .sh_size = eh_size, .sh_addralign = 8};
+        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
+        .sh_addr = L->eh_off, .sh_offset = L->eh_off,
+        .sh_size = L->eh_size, .sh_addralign = 8};
     sh[SEC_EH_FRAME_HDR] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC, .sh_addr = hdr_off,
-        .sh_offset = hdr_off, .sh_size = hdr_size, .sh_addralign = 4};
+        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
+        .sh_addr = L->hdr_off, .sh_offset = L->hdr_off,
+        .sh_size = L->hdr_size, .sh_addralign = 4};
     sh[SEC_SYMTAB] = (Elf64_Shdr){
-        .sh_type = SHT_SYMTAB, .sh_offset = symtab_off,
-        .sh_size = symtab_size, .sh_link = SEC_STRTAB,
-        .sh_info = (Elf64_Word)(nslots + 1),
+        .sh_type = SHT_SYMTAB, .sh_offset = L->symtab_off,
+        .sh_size = L->symtab_size, .sh_link = SEC_STRTAB,
+        .sh_info = (Elf64_Word)(L->nslots + 1),
         .sh_addralign = 8, .sh_entsize = sizeof(Elf64_Sym)};
     sh[SEC_ABBREV] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off,
-        .sh_size = at.info, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = L->abbrev_off,
+        .sh_size = at->info, .sh_addralign = 1};
     sh[SEC_INFO] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off + at.info,
-        .sh_size = at.aranges - at.info, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = L->abbrev_off + at->info,
+        .sh_size = at->aranges - at->info, .sh_addralign = 1};
     sh[SEC_ARANGES] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off + at.aranges,
-        .sh_size = at.line - at.aranges, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = L->abbrev_off + at->aranges,
+        .sh_size = at->line - at->aranges, .sh_addralign = 1};
     sh[SEC_LINE] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = abbrev_off + at.line,
-        .sh_size = at.end - at.line, .sh_addralign = 1};
+        .sh_type = SHT_PROGBITS, .sh_offset = L->abbrev_off + at->line,
+        .sh_size = at->end - at->line, .sh_addralign = 1};
     sh[SEC_STRTAB] = (Elf64_Shdr){
-        .sh_type = SHT_STRTAB, .sh_offset = strtab_off,
-        .sh_size = strtab_size, .sh_addralign = 1};
+        .sh_type = SHT_STRTAB, .sh_offset = L->strtab_off,
+        .sh_size = L->strtab_size, .sh_addralign = 1};
     /* The same bytes: a file name is the end of its function's symbol
        name (see "Source lines"). */
     sh[SEC_LINE_STR] = sh[SEC_STRTAB];
@@ -682,80 +696,159 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     sh[SEC_LINE_STR].sh_flags = SHF_MERGE | SHF_STRINGS;
     sh[SEC_LINE_STR].sh_entsize = 1;
     sh[SEC_SHSTRTAB] = (Elf64_Shdr){
-        .sh_type = SHT_STRTAB, .sh_offset = shstrtab_off,
+        .sh_type = SHT_STRTAB, .sh_offset = L->shstrtab_off,
         .sh_size = sizeof(shstrtab), .sh_addralign = 1};
     for (int i = 0; i < NSECTIONS; i++) {
         sh[i].sh_name = shname[i];
     }
+}
+
+/* What is written of the tables, from .debug_abbrev to .strtab's first
+   strings: the debug sections, .shstrtab, the section headers. */
+#define TAIL_SIZE(L) ((L)->strtab_off + STRTAB_INIT_SIZE - (L)->abbrev_off)
+
+static void
+put_tables_tail(unsigned char *tail, const file_layout *L)
+{
+    memset(tail, 0, (size_t)TAIL_SIZE(L));
+    debug_layout at;
+    _PyPerfBytes debug = {tail, 0, L->at.end};
+    put_debug_sections(&debug, L->nslots, L->slot_size, &at);
+    assert(debug.n == L->at.end);
+    memcpy(tail + (L->shstrtab_off - L->abbrev_off), shstrtab,
+           sizeof(shstrtab));
+    put_section_headers((Elf64_Shdr *)(tail + (L->shdr_off - L->abbrev_off)),
+                        L);
+    memcpy(tail + (L->strtab_off - L->abbrev_off) + 1, CU_NAME,
+           sizeof(CU_NAME));
+}
+
+/* The file at its full size, a hole but for what is written: the code's
+   part, the note, the tail; then disk for .symtab and the first 16 KiB
+   of names (*backed).  0, or -1, errno and *what. */
+static int
+write_file(int fd, const unsigned char *img, const unsigned char *note,
+           const unsigned char *tail, const file_layout *L,
+           uint64_t *backed, const char **what)
+{
+    *what = "write";
+    if (ftruncate(fd, (off_t)L->file_size) < 0
+        || write_at(fd, img, (size_t)L->mapped_end, 0) < 0
+        || write_at(fd, note, NOTE_SIZE, L->tables_off) < 0
+        || write_at(fd, tail, (size_t)TAIL_SIZE(L), L->abbrev_off) < 0)
+    {
+        return -1;
+    }
+    *what = "allocate room for the names in";
+    *backed = L->strtab_size < STRTAB_CHUNK ? L->strtab_size : STRTAB_CHUNK;
+    if (allocate(fd, L->symtab_off, L->symtab_size) < 0
+        || allocate(fd, L->strtab_off, *backed) < 0)
+    {
+        return -1;
+    }
+    return 0;
+}
+
+/* The code read+execute, then the tables shared and writable right after
+   it, at the addresses their file offsets say (readers that take a
+   file's mappings for one module, elfutils', need that): address space
+   for both first.  The start, or NULL, errno and *what. */
+static char *
+map_file(int fd, const file_layout *L, const char **what)
+{
+    *what = "map executable";
+    size_t tables_len = (size_t)(L->file_size - L->tables_off);
+    size_t len = (size_t)L->map_len + tables_len;
+    char *mem = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (mem == MAP_FAILED) {
+        return NULL;
+    }
+    /* (No cache flush: nothing is stored through the code's mapping; the
+       kernel keeps instruction caches coherent with the file's pages.) */
+    if (mmap(mem, (size_t)L->map_len, PROT_READ | PROT_EXEC,
+             MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED)
+    {
+        goto fail;
+    }
+    *what = "map for writing the names";
+    if (mmap(mem + L->map_len, tables_len, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, fd, (off_t)L->tables_off) == MAP_FAILED)
+    {
+        goto fail;
+    }
+    return mem;
+fail:;
+    int saved = errno;
+    munmap(mem, len);
+    errno = saved;
+    return NULL;
+}
+
+_PyPerfElf *
+_PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
+               const char **what)
+{
+    file_layout L;
+    if (plan_file(nslots, slot_size, &L, what) < 0) {
+        return NULL;
+    }
+    _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
+    unsigned char *img = PyMem_RawMalloc((size_t)(L.mapped_end
+                                                  + TAIL_SIZE(&L)));
+    if (elf == NULL || img == NULL) {
+        PyMem_RawFree(elf);
+        PyMem_RawFree(img);
+        *what = "allocate memory for";
+        errno = ENOMEM;
+        return NULL;
+    }
+    unsigned char *tail = img + L.mapped_end;
+    unsigned char note[NOTE_SIZE];
+    int saved;
+    *what = "describe the trampoline template's frames for";
+    if (put_code_part(img, &L) < 0) {
+        goto fail_early;
+    }
+    put_build_id(note);
+    put_tables_tail(tail, &L);
 
     *what = "create";
     elf->fd = create_file(elf->path, sizeof(elf->path));
     if (elf->fd < 0) {
         goto fail_early;
     }
-    *what = "write";
-    if (ftruncate(elf->fd, (off_t)file_size) < 0
-        || write_at(elf->fd, img, (size_t)mapped_end, 0) < 0
-        || write_at(elf->fd, note, sizeof(note), tables_off) < 0
-        || write_at(elf->fd, tail, (size_t)tail_size, abbrev_off) < 0)
-    {
-        goto fail;
-    }
-    *what = "allocate room for the names in";
-    uint64_t backed = strtab_size < STRTAB_CHUNK ? strtab_size
-                                                 : STRTAB_CHUNK;
-    if (allocate(elf->fd, symtab_off, symtab_size) < 0
-        || allocate(elf->fd, strtab_off, backed) < 0)
-    {
-        goto fail;
-    }
-    /* The code, then the tables right after it, at the addresses their
-       file offsets say (readers that take a file's mappings for one
-       module, elfutils', need that): address space for both first. */
-    *what = "map executable";
-    size_t tables_len = (size_t)(file_size - tables_off);
-    char *mem = mmap(NULL, (size_t)map_len + tables_len, PROT_NONE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
-        goto fail;
-    }
-    if (mmap(mem, (size_t)map_len, PROT_READ | PROT_EXEC,
-             MAP_PRIVATE | MAP_FIXED, elf->fd, 0) == MAP_FAILED)
-    {
-        goto fail_unmap;
-    }
-    /* (No cache flush: nothing is stored through this mapping; the kernel
-       keeps instruction caches coherent with the file's pages.) */
-    *what = "map for writing the names";
-    unsigned char *tables = mmap(mem + map_len, tables_len,
-                                 PROT_READ | PROT_WRITE,
-                                 MAP_SHARED | MAP_FIXED, elf->fd,
-                                 (off_t)tables_off);
+    uint64_t backed;
+    char *mem;
     struct stat st;
-    if (tables == MAP_FAILED || fstat(elf->fd, &st) < 0) {
-        goto fail_unmap;
+    if (write_file(elf->fd, img, note, tail, &L, &backed, what) < 0
+        || (mem = map_file(elf->fd, &L, what)) == NULL)
+    {
+        goto fail;
     }
+    if (fstat(elf->fd, &st) < 0) {
+        saved = errno;
+        munmap(mem, (size_t)(L.map_len + L.file_size - L.tables_off));
+        errno = saved;
+        goto fail;
+    }
+    PyMem_RawFree(img);
     elf->dev = st.st_dev;
     elf->ino = st.st_ino;
-    PyMem_RawFree(img);
     elf->slot_size = slot_size;
-    elf->tables = tables;
-    elf->tables_len = tables_len;
-    elf->tables_off = tables_off;
-    elf->symtab_off = (size_t)(symtab_off - tables_off);
-    elf->files_off = (size_t)(abbrev_off + at.files - tables_off);
-    elf->rows_off = (size_t)(abbrev_off + at.rows - tables_off);
-    elf->strtab_off = (size_t)(strtab_off - tables_off);
-    elf->strtab_size = (size_t)strtab_size;
+    elf->tables = (unsigned char *)mem + L.map_len;
+    elf->tables_len = (size_t)(L.file_size - L.tables_off);
+    elf->tables_off = L.tables_off;
+    elf->symtab_off = (size_t)(L.symtab_off - L.tables_off);
+    elf->files_off = (size_t)(L.abbrev_off + L.at.files - L.tables_off);
+    elf->rows_off = (size_t)(L.abbrev_off + L.at.rows - L.tables_off);
+    elf->strtab_off = (size_t)(L.strtab_off - L.tables_off);
+    elf->strtab_size = (size_t)L.strtab_size;
     elf->strtab_used = STRTAB_INIT_SIZE;
     elf->strtab_backed = (size_t)backed;
     *code = mem + TEXT_OFF;
     return elf;
 
-fail_unmap:
-    saved = errno;
-    munmap(mem, (size_t)map_len + tables_len);
-    errno = saved;
 fail:
     saved = errno;
     /* Ours, just made, and held open: gone with its descriptor. */
