@@ -123,7 +123,12 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     int rc = buf == NULL ? -1 : 0;
     pthread_mutex_lock(&_PyPerf_files_lock);
     _PyPerfFile *map = rc == 0 ? _PyPerf_OpenMap() : NULL;
-    if (map == NULL || _PyPerfFile_Flush(map) < 0) {
+    if (map == NULL) {
+        rc = -1;
+    }
+    else if (_PyPerfFile_Flush(map) < 0) {
+        /* Those records were marked written: all again, next time. */
+        _PyPerfCode_NewGeneration();
         rc = -1;
     }
     struct stat a, b;
@@ -197,8 +202,7 @@ PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
     }
     /* Its record on disk now, not with the next ones: the workers this
        is for may copy the map. */
-    _PyPerfTrampoline_Flush();
-    return 0;
+    return _PyPerfTrampoline_Flush();
 }
 
 /* Upstream's switch between two behaviours of a forked child.  Here the

@@ -25,16 +25,16 @@
  * Every address is the file offset (vaddr == offset), so readers need no
  * section-to-segment arithmetic, and the mapping starts at offset 0:
  *
- *     0        ELF header, 2 program headers (PT_LOAD of [0, end of
- *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME)
+ *     0        ELF header, 3 program headers (PT_LOAD of [0, end of
+ *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME, PT_NOTE),
+ *              .note.gnu.build-id (20 random bytes, so that perf's build-id
+ *              cache and `perf archive` keep each file apart)
  *     320      .text: nslots copies of the template, slot_size apart
  *              .eh_frame: CIE, one FDE per slot, terminator
  *              .eh_frame_hdr: one table entry per slot
  *     -------- (mapped up to here, read+execute, never writable)
  *     page     the tables, mapped shared and writable right after the
  *              code, at the address their offset says:
- *              .note.gnu.build-id: the count of slots named (8 bytes), then
- *              12 random bytes
  *              .symtab: a null symbol, then one entry per slot, all zeros
  *              (no symbol) until the slot is handed out; all local, so
  *              that the zero entries are well-formed too
@@ -55,28 +55,33 @@
  * Naming slot i is stores into the tables' mapping, no system call, in
  * the order readers need: its name into .strtab, its line and file (see
  * "Source lines"), symbol i's value and size, then symbol i's first word
- * (name, type, section) in one 8-byte store, so that a reader sees a zero
- * symbol or a whole one that points to a whole name; last the build-id's
- * count.  The stores reach the file's pages at once: perf, or any reader,
- * reads them, and a process killed at any point leaves them.
+ * (name, type, section) in one 8-byte store, so that a reader that loads
+ * it whole (libelf copies a section with memcpy, which may not) sees a
+ * zero symbol or a whole one that points to a whole name.  The stores
+ * reach the file's pages at once: perf, or any reader, reads them, and a
+ * process killed at any point leaves them.
  *
  * Every section's size is fixed when the file is made, .strtab's too (the
  * bytes not written yet are a hole, which costs no disk): a reader that
  * read the section headers early (libelf, for perf top or a second
  * report) never finds a name beyond the sizes it read.  Before a slot is
  * handed out, _PyPerfElf_Reserve() makes sure that .strtab's disk is
- * allocated for one more name of any length, 16 KiB at a time: a store
- * into a hole of a full file system would be SIGBUS.  When it cannot (a
+ * allocated for one more name of any length, 16 KiB at a time and to the
+ * end of a page: a store into a hole of a full file system would be
+ * SIGBUS (btrfs and NFS do not keep that promise of fallocate()).  When it cannot (a
  * full disk, or the names took more than 256 bytes a slot), the arena
  * hands out no more slots, and the next ones go to a new file or, if
  * that fails too, to anonymous memory and the map, with a warning.
  *
- * The build-id changes with every name: perf's build-id cache
- * (~/.debug) copies a file when a recording ends, keyed by its build-id,
- * and on a file system other than /tmp's the copy does not follow later
- * names.  A second recording of the same process then reads a file whose
- * build-id is new, and is copied again: each recording names what it
- * saw, and `perf archive` carries one copy per build-id it needs.
+ * The build-id stays the same while names are added.  perf reads it when
+ * a recording ends, and when it reports it refuses a file whose build-id
+ * is not the one it recorded: its build-id cache (~/.debug) holds a hard
+ * link to the file when it is on /tmp's file system, and with
+ * --no-buildid-cache it reads /tmp itself, so a build-id that changed
+ * with the names would cost every later report its symbols.  Where the
+ * cache holds a copy instead (~/.debug on another file system), a second
+ * recording of the same process finds the copy of the first, without the
+ * names given since: the howto says how to refresh it.
  *
  * Source lines
  * ------------
@@ -137,15 +142,12 @@
 #include <unistd.h>
 
 /* The fixed part at the start of the file. */
-#define NPHDRS 2
-#define TEXT_OFF 320
-_Static_assert(sizeof(Elf64_Ehdr) + NPHDRS * sizeof(Elf64_Phdr) <= TEXT_OFF,
-               "headers fit before .text");
-/* The build-id note, first of the tables: its descriptor (at an offset
-   of 16, 8-aligned) starts with the count of slots named. */
+#define NPHDRS 3
+#define NOTE_OFF (sizeof(Elf64_Ehdr) + NPHDRS * sizeof(Elf64_Phdr))
 #define BUILD_ID_SIZE 20
 #define NOTE_SIZE (sizeof(Elf64_Nhdr) + 4 + BUILD_ID_SIZE)
-#define BUILD_ID_AT (sizeof(Elf64_Nhdr) + 4)
+#define TEXT_OFF 320
+_Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
 
 /* Sections, in the order of the section header table. */
 enum {
@@ -191,7 +193,7 @@ struct _PyPerfElf {
     size_t strtab_size;           /* what its section header declares */
     size_t strtab_used;           /* bytes of names written */
     size_t strtab_backed;         /* bytes allocated on disk */
-    uint64_t named;               /* slots named: the build-id's start */
+    uint64_t page;
 };
 
 static unsigned int files_made;   /* N of the next file */
@@ -544,7 +546,7 @@ typedef struct {
     uint64_t hdr_off, hdr_size;       /* .eh_frame_hdr */
     uint64_t mapped_end;              /* of the code's part (PT_LOAD) */
     uint64_t map_len;                 /* of its mapping, whole pages */
-    uint64_t tables_off;              /* the note, first of the tables */
+    uint64_t tables_off;              /* .symtab, first of the tables */
     uint64_t symtab_off, symtab_size;
     uint64_t abbrev_off;              /* the debug sections, from here */
     debug_layout at;                  /* ... at these offsets from it */
@@ -581,9 +583,14 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     /* The tables start at a page of their own: they are mapped shared
        and writable, and no page of the code may be. */
     L->tables_off = L->map_len;
-    L->symtab_off = round_up(L->tables_off + NOTE_SIZE, 8);
+    L->symtab_off = L->tables_off;
     L->symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
     L->abbrev_off = L->symtab_off + L->symtab_size;
+    if (nslots >= MAX_LINE_SLOTS || slot_size > UINT16_MAX) {
+        *what = "describe so many trampolines in";
+        errno = EFBIG;
+        return -1;
+    }
     _PyPerfBytes measure = {NULL, 0, 0};
     put_debug_sections(&measure, nslots, slot_size, &L->at);
     L->shstrtab_off = L->abbrev_off + L->at.end;
@@ -592,9 +599,7 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     L->strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
                      + _PyPerf_NAME_MAX + 1;
     L->file_size = L->strtab_off + L->strtab_size;
-    if (nslots >= MAX_LINE_SLOTS || slot_size > UINT16_MAX
-        || L->strtab_size > UINT32_MAX)
-    {
+    if (L->strtab_size > UINT32_MAX) {
         *what = "describe so many trampolines in";
         errno = EFBIG;
         return -1;
@@ -602,8 +607,22 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     return 0;
 }
 
+/* .note.gnu.build-id: 20 random bytes, so that perf's build-id cache and
+   `perf archive` keep every file apart.  It stays the same while names
+   are added: see "Naming through memory". */
+static void
+put_build_id(unsigned char *note)
+{
+    Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = BUILD_ID_SIZE,
+                     .n_type = NT_GNU_BUILD_ID};
+    memcpy(note, &nh, sizeof(nh));
+    memcpy(note + sizeof(nh), "GNU", 4);
+    build_id(note + sizeof(nh) + 4, BUILD_ID_SIZE);
+}
+
 /* The code's part, [0, mapped_end): the ELF header, the program headers,
-   .text, .eh_frame, .eh_frame_hdr.  0, or -1 and errno. */
+   .note.gnu.build-id, .text, .eh_frame, .eh_frame_hdr.  0, or -1 and
+   errno. */
 static int
 put_code_part(unsigned char *img, const file_layout *L)
 {
@@ -623,6 +642,11 @@ put_code_part(unsigned char *img, const file_layout *L)
                          .p_offset = L->hdr_off, .p_vaddr = L->hdr_off,
                          .p_paddr = L->hdr_off, .p_filesz = L->hdr_size,
                          .p_memsz = L->hdr_size, .p_align = 4};
+    ph[2] = (Elf64_Phdr){.p_type = PT_NOTE, .p_flags = PF_R,
+                         .p_offset = NOTE_OFF, .p_vaddr = NOTE_OFF,
+                         .p_paddr = NOTE_OFF, .p_filesz = NOTE_SIZE,
+                         .p_memsz = NOTE_SIZE, .p_align = 4};
+    put_build_id(img + NOTE_OFF);
     /* (the first slot was zeroed above: the gaps are zeros) */
     unsigned char *text = img + TEXT_OFF;
     _PyPerf_FillSlots(text, L->nslots, L->slot_size);
@@ -636,27 +660,14 @@ put_code_part(unsigned char *img, const file_layout *L)
                                &eh_size, &hdr_size);
 }
 
-/* .note.gnu.build-id: no slot named yet, then random bytes. */
-static void
-put_build_id(unsigned char note[NOTE_SIZE])
-{
-    memset(note, 0, NOTE_SIZE);
-    Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = BUILD_ID_SIZE,
-                     .n_type = NT_GNU_BUILD_ID};
-    memcpy(note, &nh, sizeof(nh));
-    memcpy(note + sizeof(nh), "GNU", 4);
-    build_id(note + BUILD_ID_AT + sizeof(uint64_t),
-             BUILD_ID_SIZE - sizeof(uint64_t));
-}
-
 /* The section header table. */
 static void
 put_section_headers(Elf64_Shdr *sh, const file_layout *L)
 {
     const debug_layout *at = &L->at;
     sh[SEC_NOTE] = (Elf64_Shdr){
-        .sh_type = SHT_NOTE, .sh_offset = L->tables_off,
-        .sh_size = NOTE_SIZE, .sh_addralign = 4};
+        .sh_type = SHT_NOTE, .sh_flags = SHF_ALLOC, .sh_addr = NOTE_OFF,
+        .sh_offset = NOTE_OFF, .sh_size = NOTE_SIZE, .sh_addralign = 4};
     sh[SEC_TEXT] = (Elf64_Shdr){
         .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
         .sh_addr = TEXT_OFF, .sh_offset = TEXT_OFF,
@@ -723,24 +734,32 @@ put_tables_tail(unsigned char *tail, const file_layout *L)
            sizeof(CU_NAME));
 }
 
+/* The bytes of .strtab (at file offset `off`, `size` bytes) to allocate
+   on disk when `used` are written: a chunk more, to the end of a page (a
+   write fault reserves the whole page's blocks on some file systems). */
+static uint64_t
+backed_end(uint64_t off, uint64_t used, uint64_t size, uint64_t page)
+{
+    uint64_t end = round_up(off + used + STRTAB_CHUNK, page) - off;
+    return end < size ? end : size;
+}
+
 /* The file at its full size, a hole but for what is written: the code's
-   part, the note, the tail; then disk for .symtab and the first 16 KiB
-   of names (*backed).  0, or -1, errno and *what. */
+   part and the tail; then disk for .symtab and the first 16 KiB of names
+   (*backed).  0, or -1, errno and *what. */
 static int
-write_file(int fd, const unsigned char *img, const unsigned char *note,
-           const unsigned char *tail, const file_layout *L,
-           uint64_t *backed, const char **what)
+write_file(int fd, const unsigned char *img, const unsigned char *tail,
+           const file_layout *L, uint64_t *backed, const char **what)
 {
     *what = "write";
     if (ftruncate(fd, (off_t)L->file_size) < 0
         || write_at(fd, img, (size_t)L->mapped_end, 0) < 0
-        || write_at(fd, note, NOTE_SIZE, L->tables_off) < 0
         || write_at(fd, tail, (size_t)TAIL_SIZE(L), L->abbrev_off) < 0)
     {
         return -1;
     }
     *what = "allocate room for the names in";
-    *backed = L->strtab_size < STRTAB_CHUNK ? L->strtab_size : STRTAB_CHUNK;
+    *backed = backed_end(L->strtab_off, 0, L->strtab_size, L->page);
     if (allocate(fd, L->symtab_off, L->symtab_size) < 0
         || allocate(fd, L->strtab_off, *backed) < 0)
     {
@@ -804,13 +823,11 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         return NULL;
     }
     unsigned char *tail = img + L.mapped_end;
-    unsigned char note[NOTE_SIZE];
     int saved;
     *what = "describe the trampoline template's frames for";
     if (put_code_part(img, &L) < 0) {
         goto fail_early;
     }
-    put_build_id(note);
     put_tables_tail(tail, &L);
 
     *what = "create";
@@ -821,7 +838,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t backed;
     char *mem;
     struct stat st;
-    if (write_file(elf->fd, img, note, tail, &L, &backed, what) < 0
+    if (write_file(elf->fd, img, tail, &L, &backed, what) < 0
         || (mem = map_file(elf->fd, &L, what)) == NULL)
     {
         goto fail;
@@ -846,6 +863,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     elf->strtab_size = (size_t)L.strtab_size;
     elf->strtab_used = STRTAB_INIT_SIZE;
     elf->strtab_backed = (size_t)backed;
+    elf->page = L.page;
     *code = mem + TEXT_OFF;
     return elf;
 
@@ -887,9 +905,8 @@ _PyPerfElf_Reserve(_PyPerfElf *elf)
         errno = EBADF;
         return -1;
     }
-    size_t end = elf->strtab_backed + STRTAB_CHUNK;
-    end = end > need ? end : need;
-    end = end < elf->strtab_size ? end : elf->strtab_size;
+    size_t end = (size_t)backed_end(elf->tables_off + elf->strtab_off,
+                                    need, elf->strtab_size, elf->page);
     if (allocate(elf->fd, elf->tables_off + elf->strtab_off
                           + elf->strtab_backed,
                  end - elf->strtab_backed) < 0)
@@ -914,9 +931,9 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
     /* Through the shared mapping, in the order readers need: the name;
        the slot's line and file (the end of the name); the symbol's value
        and size; then, in one store after the others, its first word,
-       which points to the name and makes it a function (a reader sees a
-       zero symbol until then); last the build-id, which now counts this
-       slot.  See "The file". */
+       which points to the name and makes it a function (a reader that
+       loads the word whole sees a zero symbol until then).  See "Naming
+       through memory". */
     unsigned char *t = elf->tables;
     memcpy(t + elf->strtab_off + name_off, name, len);
     elf->strtab_used = name_off + len;
@@ -945,9 +962,6 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
                    "a symbol's first word ends before its value");
     memcpy(&word, &head, sizeof(word));
     __atomic_store_n((uint64_t *)sym, word, __ATOMIC_RELEASE);
-    elf->named++;
-    __atomic_store_n((uint64_t *)(t + BUILD_ID_AT), elf->named,
-                     __ATOMIC_RELEASE);
     return 0;
 }
 

@@ -194,12 +194,14 @@ flush_files(void)
     }
 }
 
-void
+int
 _PyPerfTrampoline_Flush(void)
 {
     pthread_mutex_lock(&_PyPerf_files_lock);
     flush_files();
+    int failed = perf.flush_errno != 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
+    return failed ? -1 : 0;
 }
 
 /* ---- Activation --------------------------------------------------------- */
@@ -218,6 +220,8 @@ atfork_child(void)
         }
     }
     _PyPerfArena_MarkInherited();
+    /* (a block the parent could not write is the parent's to report) */
+    perf.flush_errno = 0;
     /* Taken by atfork_prepare() in the thread that forked, which is the
        child's only thread. */
     pthread_mutex_unlock(&_PyPerf_files_lock);
@@ -424,6 +428,8 @@ _PyPerf_Activate(const char *name)
         errno = saved;
         return 1;
     }
+    /* (the backend that was active may have lost its last block) */
+    _PyPerf_WarnLostRecords();
     return 0;
 }
 
@@ -594,16 +600,18 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     pthread_mutex_lock(&_PyPerf_files_lock);
     int failed = _PyPerfCode_Describe(st, tramp, info) < 0;
     int saved = errno;
+    backend_state *blame = st;
     if (!failed && perf.flush_errno != 0) {
         failed = 1;
         saved = perf.flush_errno;
+        blame = perf.flush_failed;
     }
     perf.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (failed) {
         _PyPerf_Deactivate();
         errno = saved;
-        _PyPerfFile_Warn(st->file, "write", st->backend->name);
+        _PyPerfFile_Warn(blame->file, "write", blame->backend->name);
     }
     const char *what;
     int err = _PyPerfArena_TakeFileFailure(&what);
@@ -675,5 +683,6 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 void _PyPerfTrampoline_Fini(void) {}
 void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
 void _PyPerfTrampoline_AfterForkChild(void) {}
+int _PyPerfTrampoline_Flush(void) { return 0; }
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

@@ -248,8 +248,9 @@ extern void _PyPerfTrampoline_Fini(void);
 extern void _PyPerfTrampoline_BeforeForkChildHooks(void);
 extern void _PyPerfTrampoline_AfterForkChild(void);
 /* Write the records that wait to go out together (Python/perf_file.c):
-   before os._exit(), which runs no finalization. */
-extern void _PyPerfTrampoline_Flush(void);
+   before os._exit(), which runs no finalization.  -1 if a block could not
+   be written (the next trampoline or activation warns). */
+extern int _PyPerfTrampoline_Flush(void);
 
 /* Live activation (Python/perf_live.c): another process asks this one to
    turn a backend on or off, through a control block it finds by its

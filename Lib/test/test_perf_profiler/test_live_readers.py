@@ -1,8 +1,7 @@
 """Readers of the arena files while the process runs and names more
 functions: a reader that mapped a file early reads whole names within the
-sizes it read then; perf's build-id cache keeps a copy per state of the
-names, so a second recording names what it saw; naming costs no system
-call per function."""
+sizes it read then; perf top names them; naming costs no system call per
+function."""
 
 import mmap
 import os
@@ -17,7 +16,7 @@ import time
 import unittest
 
 from test.support.perf_helper import (
-    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths,
+    HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths,
     env_with, forget_files, requires_perf)
 from ._common import MANY_FUNCTIONS, setUpModule, tearDownModule  # noqa
 
@@ -176,61 +175,6 @@ class LiveReaderTests(unittest.TestCase):
         pid = int(proc.stdout.readline().split()[1])
         forget_files(self, pid)
         self.assertIn("py::spinning_here:<string>", top(pid, 8))
-
-    @requires_perf
-    def test_second_recording_names_new_functions(self):
-        # perf copies a file into its build-id cache (~/.debug) when a
-        # recording ends; with ~/.debug on another file system than /tmp
-        # (a tmpfs here) it is a copy, not a link.  Functions named after
-        # the first recording must be named in the second: the build-id
-        # changes with the names.
-        unshare = shutil.which("unshare")
-        if unshare is None or os.geteuid() != 0:
-            self.skipTest("needs unshare and root for a mount namespace")
-        home = tempfile.mkdtemp()
-        self.addCleanup(shutil.rmtree, home, ignore_errors=True)
-        probe = subprocess.run([unshare, "-m", "sh", "-c",
-                                f"mount -t tmpfs none {home}"],
-                               capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("cannot mount a tmpfs in a mount namespace here")
-        code = textwrap.dedent("""\
-            import os, signal, sys
-            print("PID", os.getpid(), flush=True)
-            later = []
-            signal.signal(signal.SIGUSR1, lambda *a: later.append(1))
-            def first_phase():
-                return sum(range(2000))
-            def second_phase():
-                return sum(range(2000))
-            while not later:
-                first_phase()
-            while True:
-                second_phase()
-            """)
-        proc = subprocess.Popen([sys.executable, "-X", "perf", "-c", code],
-                                stdout=subprocess.PIPE, text=True,
-                                env=env_with())
-        self.addCleanup(proc.wait)
-        self.addCleanup(proc.kill)
-        pid = int(proc.stdout.readline().split()[1])
-        forget_files(self, pid)
-        graph = "-g" if HAVE_FRAME_POINTERS else "--call-graph=dwarf"
-        # (perf's default build-id cache, $HOME/.debug, on the tmpfs)
-        perf = shutil.which("perf")
-        script = (
-            f"mount -t tmpfs none {home} && export HOME={home} && "
-            f"cd {home} && "
-            f"{perf} record {graph} -p {pid} -o one.data -- sleep 1 "
-            f"  >/dev/null 2>&1 && "
-            f"kill -USR1 {pid} && sleep 0.5 && "
-            f"{perf} record {graph} -p {pid} -o two.data -- sleep 1 "
-            f"  >/dev/null 2>&1 && "
-            f"{perf} script -i two.data -F ip,sym 2>/dev/null")
-        out = subprocess.run([unshare, "-m", "sh", "-c", script],
-                             capture_output=True, text=True, timeout=120)
-        self.assertEqual(out.returncode, 0, out.stderr)
-        self.assertIn("py::second_phase:<string>", out.stdout)
 
 
 if __name__ == "__main__":
