@@ -23,18 +23,10 @@ import os
 import re
 import statistics
 import subprocess
-import sys
 import tempfile
 
-SCRIPT = """\
-import os, sys
-print("PID", os.getpid(), flush=True)
-n = int(sys.argv[1])
-ns = {}
-exec("\\n".join(f"def f{i}(): return {i}" for i in range(n)), ns)
-for i in range(n):
-    ns[f"f{i}"]()
-"""
+# (one exec() defines N functions, each called once)
+from arena_files import NEW_FUNCTIONS as SCRIPT
 
 MODES = (("off", []), ("perf", ["-X", "perf"]),
          ("perf_jit", ["-X", "perf_jit"]))
