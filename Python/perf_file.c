@@ -19,8 +19,9 @@
  * out with one write(): one system call for a hundred or more new
  * functions, where each took one (and an fstat()).  The block goes out
  * before any record that cannot wait, and when the core flushes: at the
- * end of an activation, at deactivation, before fork(), at os._exit()
- * and finalization.  A process killed by a signal leaves whole records
+ * end of an activation, at deactivation, before fork(), when the C API
+ * compiles a trampoline ahead or copies a parent's map, at os._exit()
+ * and at finalization.  A process killed by a signal leaves whole records
  * and loses the block: the arena files name those trampolines.  Content
  * written before this process started (exec() keeps the process: lines of
  * a host that wrote before it ran or loaded us stay) is a stale file of
@@ -67,10 +68,11 @@ struct _PyPerfFile {
     char block[PERF_RECORD_MAX];  /* records that go out together */
 };
 
-/* Serializes opening and closing files (and the C API's writes) with
-   threads that call the PyUnstable_ perf map functions without the GIL.
-   Records of the trampolines are written with the GIL held, by one
-   write() each, which O_APPEND keeps whole among other writers. */
+/* Serializes opening, writing and closing files with threads that call
+   the PyUnstable_ perf map functions without the GIL (the trampolines'
+   records are written with the GIL and this lock held), and with fork().
+   Whole records go out together in one write(), which O_APPEND keeps
+   whole among other writers. */
 pthread_mutex_t _PyPerf_files_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void (*_PyPerf_test_hook)(const char *where);
