@@ -381,6 +381,12 @@ _PyPerf_Activate(const char *name)
     if (st == perf.active && !perf.forked
         && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
     {
+        /* Already on: the records that wait in a block go out, so that a
+           reader of the map (or dump) finds every one so far. */
+        pthread_mutex_lock(&_PyPerf_files_lock);
+        flush_files();
+        pthread_mutex_unlock(&_PyPerf_files_lock);
+        _PyPerf_WarnLostRecords();
         return 0;
     }
     if (_PyPerf_code_index < 0 && _PyPerfCode_Init() < 0) {

@@ -200,6 +200,9 @@ def main():
         path = backend_file(kind)
 
         def file_names_functions():
+            # (activating again writes the records that wait in a block:
+            # those of trampolines their arena files name already)
+            sys.activate_stack_trampoline(kind)
             with open(path, "rb") as f:
                 data = f.read()
             # Functions made by the extension, and called from C.
