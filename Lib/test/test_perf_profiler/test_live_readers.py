@@ -4,7 +4,6 @@ sizes it read then; naming costs no system call per function.  (perf top
 reads the files the same way; here it samples too rarely to be tested:
 nothing for minutes at a time, even in a shell loop.)"""
 
-import mmap
 import os
 import re
 import shutil
@@ -16,6 +15,7 @@ import textwrap
 import time
 import unittest
 
+from test.support import import_helper
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with, forget_files)
 from ._common import MANY_FUNCTIONS, setUpModule, tearDownModule  # noqa
@@ -82,6 +82,7 @@ class LiveReaderTests(unittest.TestCase):
         # functions.  Every symbol it finds has its whole name within the
         # .strtab it read first (the sizes are fixed when the file is
         # made; names are written before the symbols that point to them).
+        mmap = import_helper.import_module("mmap")
         proc, pid = self.start_namer("-X", "perf")
         self.name_more(proc, 10)
         path = sorted(arena_paths(pid),
