@@ -429,6 +429,15 @@ fail:;
     return NULL;
 }
 
+/* Where the recent object's .text starts, and its size: the slots after
+   those the arena's object names. */
+static uint64_t
+recent_text(const _PyPerfImage *img, size_t *size)
+{
+    *size = (img->nslots - img->merged) * img->slot_size;
+    return img->code + img->merged * img->slot_size;
+}
+
 /* The recent names join the arena's object; the recent object starts
    again after them, or goes when the arena has no slot left. */
 static void
@@ -445,8 +454,9 @@ merge(_PyPerfImage *img)
         r->mem = NULL;
     }
     else {
-        publish(r, img->code + img->merged * img->slot_size,
-                (img->nslots - img->merged) * img->slot_size, 0);
+        size_t size;
+        uint64_t text = recent_text(img, &size);
+        publish(r, text, size, 0);
     }
 }
 
@@ -500,10 +510,11 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
        the next merge(); the recent object shows it at once. */
     jit_object *a = &img->arena, *r = &img->recent;
     size_t k = i - img->merged;
+    size_t recent_size;
+    uint64_t recent = recent_text(img, &recent_size);
     if (make_room(a, need, img->code, img->merged * img->slot_size,
                   img->merged) < 0
-        || make_room(r, need, img->code + img->merged * img->slot_size,
-                     (img->nslots - img->merged) * img->slot_size, k) < 0)
+        || make_room(r, need, recent, recent_size, k) < 0)
     {
         return -1;
     }
@@ -516,8 +527,7 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
         merge(img);
     }
     else {
-        publish(r, img->code + img->merged * img->slot_size,
-                (img->nslots - img->merged) * img->slot_size, k + 1);
+        publish(r, recent, recent_size, k + 1);
     }
     return 0;
 }

@@ -383,9 +383,7 @@ _PyPerf_Activate(const char *name)
     {
         /* Already on: the records that wait in a block go out, so that a
            reader of the map (or dump) finds every one so far. */
-        pthread_mutex_lock(&_PyPerf_files_lock);
-        flush_files();
-        pthread_mutex_unlock(&_PyPerf_files_lock);
+        (void)_PyPerfTrampoline_Flush();
         _PyPerf_WarnLostRecords();
         return 0;
     }
