@@ -41,7 +41,8 @@
  *              .debug_abbrev, .debug_info, .debug_aranges: one compile
  *              unit over .text; .debug_line: its line table (see "Source
  *              lines")
- *              .shstrtab, the section headers
+ *              .shstrtab, .gnu_debuglink (the file's own name), the
+ *              section headers
  *              .strtab: 256 bytes a slot, and room for the longest name;
  *              .debug_line_str is the same bytes
  *
@@ -79,9 +80,15 @@
  * link to the file when it is on /tmp's file system, and with
  * --no-buildid-cache it reads /tmp itself, so a build-id that changed
  * with the names would cost every later report its symbols.  Where the
- * cache holds a copy instead (~/.debug on another file system), a second
- * recording of the same process finds the copy of the first, without the
- * names given since: the howto says how to refresh it.
+ * cache holds a copy instead (~/.debug on another file system), the copy
+ * is made when the first recording that saw the file ends, and later
+ * recordings of the same process, which find a copy under the same
+ * build-id, make none: the copy lacks the names given since.  So the
+ * file's .gnu_debuglink names the file itself: perf follows a debuglink
+ * before it looks in its cache, and reads the names from /tmp, as they
+ * are now, for as long as the file is there.  Once it is gone, the cache
+ * (and `perf archive`, which packs the cache's copy) names what the first
+ * recording saw; the howto says how to refresh it.
  *
  * Source lines
  * ------------
@@ -153,15 +160,15 @@ _Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
 enum {
     SEC_NULL, SEC_NOTE, SEC_TEXT, SEC_EH_FRAME, SEC_EH_FRAME_HDR,
     SEC_SYMTAB, SEC_ABBREV, SEC_INFO, SEC_ARANGES, SEC_LINE, SEC_SHSTRTAB,
-    SEC_STRTAB, SEC_LINE_STR, NSECTIONS
+    SEC_STRTAB, SEC_LINE_STR, SEC_DEBUGLINK, NSECTIONS
 };
 static const char shstrtab[] =
     "\0.note.gnu.build-id\0.text\0.eh_frame\0.eh_frame_hdr\0.symtab"
     "\0.debug_abbrev\0.debug_info\0.debug_aranges\0.debug_line"
-    "\0.shstrtab\0.strtab\0.debug_line_str";
+    "\0.shstrtab\0.strtab\0.debug_line_str\0.gnu_debuglink";
 /* Offsets of the names in shstrtab, by section. */
 static const Elf64_Word shname[NSECTIONS] = {
-    0, 1, 20, 26, 36, 50, 58, 72, 84, 99, 111, 121, 129};
+    0, 1, 20, 26, 36, 50, 58, 72, 84, 99, 111, 121, 129, 145};
 
 /* Names tried before giving up: stale files of earlier processes with our
    pid (a container's pid 1, restarted with the same /tmp) pile up. */
@@ -174,12 +181,14 @@ static const Elf64_Word shname[NSECTIONS] = {
    written there (a write through a mapping into a hole of a full file
    system would be SIGBUS). */
 #define STRTAB_CHUNK (16 * 1024)
+/* The file's path: "/tmp/py-perf-PID-N.so". */
+#define PATH_ROOM 64
 
 struct _PyPerfElf {
     int fd;
     dev_t dev;                    /* the file the descriptor must still be */
     ino_t ino;
-    char path[64];
+    char path[PATH_ROOM];
     size_t slot_size;
     unsigned char *tables;        /* the file from tables_off to its end,
                                      shared, read+write */
@@ -551,6 +560,8 @@ typedef struct {
     uint64_t abbrev_off;              /* the debug sections, from here */
     debug_layout at;                  /* ... at these offsets from it */
     uint64_t shstrtab_off;
+    uint64_t debuglink_off;           /* .gnu_debuglink, room for ... */
+    uint64_t debuglink_size;          /* ... this once the name is known */
     uint64_t shdr_off;                /* the section headers */
     uint64_t strtab_off, strtab_size;
     uint64_t file_size;
@@ -594,7 +605,9 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     _PyPerfBytes measure = {NULL, 0, 0};
     put_debug_sections(&measure, nslots, slot_size, &L->at);
     L->shstrtab_off = L->abbrev_off + L->at.end;
-    L->shdr_off = round_up(L->shstrtab_off + sizeof(shstrtab), 8);
+    L->debuglink_off = round_up(L->shstrtab_off + sizeof(shstrtab), 4);
+    L->debuglink_size = round_up(PATH_ROOM, 4) + 4;
+    L->shdr_off = round_up(L->debuglink_off + L->debuglink_size, 8);
     L->strtab_off = L->shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
     L->strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
                      + _PyPerf_NAME_MAX + 1;
@@ -709,19 +722,45 @@ put_section_headers(Elf64_Shdr *sh, const file_layout *L)
     sh[SEC_SHSTRTAB] = (Elf64_Shdr){
         .sh_type = SHT_STRTAB, .sh_offset = L->shstrtab_off,
         .sh_size = sizeof(shstrtab), .sh_addralign = 1};
+    sh[SEC_DEBUGLINK] = (Elf64_Shdr){
+        .sh_type = SHT_PROGBITS, .sh_offset = L->debuglink_off,
+        .sh_size = L->debuglink_size, .sh_addralign = 4};
     for (int i = 0; i < NSECTIONS; i++) {
         sh[i].sh_name = shname[i];
     }
 }
 
 /* What is written of the tables, from .debug_abbrev to .strtab's first
-   strings: the debug sections, .shstrtab, the section headers. */
+   strings: the debug sections, .shstrtab, .gnu_debuglink, the section
+   headers. */
 #define TAIL_SIZE(L) ((L)->strtab_off + STRTAB_INIT_SIZE - (L)->abbrev_off)
 
+/* .gnu_debuglink: the file's own name, so that perf reads the names from
+   the file itself, as they are now, before it looks in its build-id
+   cache (see "Naming through memory").  perf reads the name and checks
+   the build-id.  The CRC that ends the section is 0: a CRC of a file
+   whose names are still being written could not be right.  elfutils and
+   gdb, which have the file's DWARF already, skip the link; binutils'
+   DWARF dumps (readelf -w, objdump -g, -S) follow it, find the CRC wrong,
+   say so in one line, and read the file itself.  Sets
+   L->debuglink_size. */
 static void
-put_tables_tail(unsigned char *tail, const file_layout *L)
+put_debuglink(unsigned char *link, file_layout *L, const char *path)
+{
+    const char *name = strrchr(path, '/');
+    name = name ? name + 1 : path;
+    size_t len = strlen(name) + 1;
+    assert(round_up(len, 4) + 4 <= L->debuglink_size);
+    memcpy(link, name, len);
+    L->debuglink_size = round_up(len, 4) + 4;
+    /* (the padding and the CRC: zeros of the tail) */
+}
+
+static void
+put_tables_tail(unsigned char *tail, file_layout *L, const char *path)
 {
     memset(tail, 0, (size_t)TAIL_SIZE(L));
+    put_debuglink(tail + (L->debuglink_off - L->abbrev_off), L, path);
     debug_layout at;
     _PyPerfBytes debug = {tail, 0, L->at.end};
     put_debug_sections(&debug, L->nslots, L->slot_size, &at);
@@ -828,13 +867,13 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     if (put_code_part(img, &L) < 0) {
         goto fail_early;
     }
-    put_tables_tail(tail, &L);
 
     *what = "create";
     elf->fd = create_file(elf->path, sizeof(elf->path));
     if (elf->fd < 0) {
         goto fail_early;
     }
+    put_tables_tail(tail, &L, elf->path);
     uint64_t backed;
     char *mem;
     struct stat st;

@@ -106,13 +106,23 @@ class TestArenaFile(unittest.TestCase):
         self.assertTrue(stat.S_ISREG(st.st_mode))
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
         self.assertEqual(st.st_uid, os.geteuid())
-        # binutils reads it without a word of complaint ...
+        # binutils reads it without a word of complaint, but one: its
+        # DWARF dumps follow the file's debuglink, which names the file
+        # itself for perf's sake, and find that its CRC (0) is not the
+        # file's ...
+        debuglink = (f"readelf: Warning: Separate debug info file {path} "
+                     f"found, but CRC does not match - ignoring\n")
         for args in (["-h"], ["-l"], ["-S"], ["-s"], ["-n"],
                      ["--debug-dump=frames"],
                      ["--debug-dump=info,line,aranges"]):
             proc = readelf(*args, path)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertEqual(proc.stderr, "", args)
+            self.assertEqual(
+                proc.stderr,
+                debuglink if args[0].startswith("--debug") else "", args)
+        self.assertEqual(readelf("--string-dump=.gnu_debuglink",
+                                 path).stdout.split()[-1],
+                         os.path.basename(path))
         # ... and so does elfutils ...
         if EU_READELF is not None:
             for args in (["-a"], ["--debug-dump=info", "--debug-dump=line",
@@ -533,6 +543,80 @@ class TestArenaFilesUnderPerf(PerfTestCase):
         proc = subprocess.run(["perf", "--buildid-dir", empty, *report],
                               capture_output=True, text=True, timeout=300)
         self.assertNotIn(f"py::fib:{script}", proc.stdout)
+
+    def test_second_recording_with_the_cache_on_another_file_system(self):
+        # With ~/.debug on another file system than /tmp (a tmpfs /tmp, a
+        # container), perf's build-id cache holds a copy of an arena file,
+        # made when the first recording that saw it ends; a second
+        # recording of the same process makes none (same build-id).  Its
+        # report still names a function first named between the two
+        # recordings: the file's debuglink sends perf to /tmp first.
+        cache = tempfile.mkdtemp(prefix="test_perf_buildid_")
+        self.addCleanup(shutil.rmtree, cache, ignore_errors=True)
+        if shutil.which("mount") is None or subprocess.run(
+                ["mount", "-t", "tmpfs", "none", cache],
+                capture_output=True).returncode != 0:
+            self.skipTest("needs root to mount a tmpfs for perf's cache")
+        self.addCleanup(subprocess.run, ["umount", "-l", cache])
+        source = textwrap.dedent("""\
+            import os, select, sys
+            def first(n):
+                return sum(range(n))
+            def spin(f):
+                # until a line comes on stdin
+                while not select.select([sys.stdin], [], [], 0)[0]:
+                    f(2000)
+                sys.stdin.readline()
+            print("PID", os.getpid(), flush=True)
+            spin(first)
+            exec("def second(n):\\n    return sum(range(n))\\n")
+            print("SECOND", flush=True)
+            spin(second)
+            """)
+        script = make_script(self.tmp, "two_recordings", source)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf", script], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, env=env_with())
+        self.addCleanup(proc.wait, timeout=60)
+        self.addCleanup(proc.kill)
+        pid = int(proc.stdout.readline().split()[1])
+        self.forget_pid(pid)
+
+        callgraph = (("-g",) if HAVE_FRAME_POINTERS
+                     else ("--call-graph", "dwarf"))
+
+        def recording(n):
+            data = os.path.join(self.tmp, f"perf{n}.data")
+            subprocess.run(
+                ["perf", "--buildid-dir", cache, "record", "--buildid-all",
+                 "-F", "999", *callgraph, "-p", str(pid), "-o", data,
+                 "--", "sleep", "1"],
+                check=True, capture_output=True, timeout=300)
+            text = subprocess.run(
+                ["perf", "--buildid-dir", cache, "script", "-i", data],
+                check=True, capture_output=True, text=True,
+                timeout=300).stdout
+            return set(re.findall(r" (py::\S+?|\[unknown\])(?:\+0x\w+)? "
+                                  r"\((/tmp/[^)]+)\)", text))
+
+        self.assertIn((f"py::first:{script}", arena_paths(pid)[0]),
+                      recording(1))
+        # perf's cache holds a copy of the arena file, not a link to it
+        copies = [os.path.join(d, f) for d, _, files in os.walk(cache)
+                  for f in files if f == "elf"
+                  and f"/tmp/py-perf-{pid}-" in d]
+        self.assertTrue(copies)
+        self.assertNotEqual(os.stat(copies[0]).st_dev,
+                            os.stat(arena_paths(pid)[0]).st_dev)
+        proc.stdin.write("\n")
+        proc.stdin.flush()
+        self.assertEqual(proc.stdout.readline(), "SECOND\n")
+        # (before: "[unknown] (/tmp/py-perf-PID-0.so)")
+        self.assertIn(("py::second:<string>", arena_paths(pid)[0]),
+                      recording(2))
+        proc.stdin.write("\n")
+        proc.stdin.close()
+        self.assertEqual(proc.wait(timeout=60), 0)
 
     def test_source_lines_in_perf_script(self):
         # perf script -F +srcline shows each Python frame's file and first
