@@ -65,7 +65,7 @@ CLEAN_ENV = env $(foreach v,$(filter PYTHON%,$(.VARIABLES)),-u $(v))
 
 .PHONY: all help demo test nofp stock bench tree refresh-patch \
         check-series regrtest-perf check-abi sanitize check-viewer docs series dist \
-        check-cross check-copies check-install \
+        check-cross check-install \
         check-dist check-export check-pgo check-clang deb clean distclean
 
 all: $(BUILD)/python
@@ -81,7 +81,6 @@ help:
 	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
 	@echo "                regenerate a patch from your edits in build/src"
 	@echo "make check-series  check that every prefix of the series builds"
-	@echo "make check-copies  patch 0002's copy of stock ceval.c code still matches it"
 	@echo "                (the pristine tree, or STOCK_CEVAL=path/to/ceval.c; seconds)"
 	@echo "make regrtest-perf CPython's whole suite off, with PYTHONPERFSUPPORT=1"
 	@echo "                and with PYTHON_PERF_JIT_SUPPORT=1: same results (1-2 h)"
@@ -301,15 +300,6 @@ refresh-patch:
 # rebuilt (incrementally) after each.
 check-series:
 	tools/check-series.sh "$(MAKE)" build-series
-
-# Patch 0002 copies the frame push of two stock instructions; a tree whose
-# bodies of them differ (a later 3.11.x, a backport) would still take the
-# series: tools/check-copies.py compares them.  STOCK_CEVAL checks against
-# another ceval.c (with or without the series applied).
-STOCK_CEVAL ?=
-check-copies: $(if $(STOCK_CEVAL),,$(STAMPS)/unpacked)
-	tools/check-copies.py --patches $(PATCHES) \
-	    $(if $(STOCK_CEVAL),--stock $(STOCK_CEVAL),--git-dir $(BUILD)/src.git)
 
 # Stock and patched --enable-shared builds, same flags, for `make check-abi`
 # (tools/check-abi.sh says what it checks).  The stock one reuses the

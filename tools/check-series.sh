@@ -7,11 +7,6 @@
 # each, has the project's Makefile bring WORKDIR/tree (a build of its own,
 # BUILD=WORKDIR/tree) to that prefix and rebuild python there.  Stops at
 # the first prefix that does not build, with the tail of its log.
-#
-# First, before any build, tools/check-copies.py checks that patch 0002's
-# copy of stock ceval.c code matches the tree the series is applied to
-# (the pristine tarball, unpacked in WORKDIR/tree): a body that drifted
-# would build, and the copy would still do what the old one did.
 set -eu
 make=$1 work=$2
 mkdir -p "$work/patches"
@@ -20,7 +15,6 @@ if ! $make BUILD="$work/tree" "$work/tree/.stamps/unpacked" > "$work/unpack.log"
     tail -20 "$work/unpack.log" >&2
     exit 1
 fi
-tools/check-copies.py --git-dir "$work/tree/src.git" --patches patches
 : > "$work/patches/series"
 for p in $(grep -v '^#' patches/series | grep .); do
     cp "patches/$p" "$work/patches/$p"

@@ -48,10 +48,10 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     ((tstate)->interp->eval_frame == _PyPerfTrampoline_EvalFrame)
 
 /* CALL_PY_EXACT_ARGS and CALL_PY_WITH_DEFAULTS: with any hook installed,
-   leave for `label`, an out-of-line copy of the frame push that ends in
-   the trampoline (or deoptimizes, for another hook).  The instruction's
-   own hook test that follows is then known false, and the compiler drops
-   it. */
+   leave for `label`, where the instruction's own frame push (a macro of
+   ceval.c) is expanded a second time, to end in the trampoline (or
+   deoptimize, for another hook).  The instruction's own hook test that
+   follows is then known false, and the compiler drops it. */
 #define PERF_TRAMPOLINE_GOTO_IF_HOOKED(tstate, label) \
     do { \
         if ((tstate)->interp->eval_frame != NULL) { \
@@ -59,7 +59,7 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
         } \
     } while (0)
 
-/* In that copy, which runs only once the instruction has seen a hook
+/* At `label`, which runs only once the instruction has seen a hook
    (eval_frame not NULL): is the hook ours?  Read anew (volatile), or the
    compiler keeps the value the instruction tested in a register for this
    test, and the instruction pays one more instruction on every call
@@ -73,7 +73,7 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
    GOT entry, in memory too).  The other tests (PERF_TRAMPOLINE_HOOK, and
    specialize.c's) compare with the address: the two differ only if
    someone installed _PyPerfTrampoline_EvalFrame without activating a
-   backend, when the copies deoptimize (slower, never wrong). */
+   backend, when the calls deoptimize (slower, never wrong). */
 extern PERF_TRAMPOLINE_HIDDEN _PyFrameEvalFunction _PyPerf_hook;
 #define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
