@@ -218,7 +218,12 @@ PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
 
-int PyUnstable_PerfMapState_Init(void) { return -1; }
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    return -1;
+}
+
 int
 PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
                              unsigned int Py_UNUSED(code_size),
@@ -226,17 +231,24 @@ PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
 {
     return -1;
 }
-void PyUnstable_PerfMapState_Fini(void) {}
+
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+}
+
 int
 PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
 {
     return -1;
 }
+
 int
 PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *Py_UNUSED(co))
 {
     return -1;
 }
+
 int
 PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
 {
@@ -285,11 +297,8 @@ env_enables(const PyConfig *config, const char *name)
     {
         return v != 0;
     }
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "%s='%.100s' is not an integer in the range of a "
-                         "C int; ignored", name, value) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
+    _PyPerf_Warn("%s='%.100s' is not an integer in the range of a C int; "
+                 "ignored", name, value);
     return 0;
 }
 
@@ -325,11 +334,8 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
         PyErr_WriteUnraisable(NULL);
     }
 #else
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline not available on this platform; "
-                         "%s ignored", backend) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
+    _PyPerf_Warn("perf trampoline not available on this platform; %s "
+                 "ignored", backend);
 #endif
 }
 

@@ -88,7 +88,11 @@ anonymous_code(size_t size, size_t slot_size, size_t nslots)
         errno = saved;
         return NULL;
     }
+#if defined(__GNUC__) || defined(__clang__)
     __builtin___clear_cache(mem, mem + size);
+#else
+#  error "a compiler that can flush the instruction cache is needed here"
+#endif
     return mem;
 }
 

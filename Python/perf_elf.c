@@ -69,10 +69,11 @@
  * handed out, _PyPerfElf_Reserve() makes sure that .strtab's disk is
  * allocated for one more name of any length, 16 KiB at a time and to the
  * end of a page: a store into a hole of a full file system would be
- * SIGBUS (btrfs and NFS do not keep that promise of fallocate()).  When it cannot (a
- * full disk, or the names took more than 256 bytes a slot), the arena
- * hands out no more slots, and the next ones go to a new file or, if
- * that fails too, to anonymous memory and the map, with a warning.
+ * SIGBUS (btrfs and NFS do not keep that promise of fallocate()).  When
+ * it cannot (a full disk, or the names took more than 256 bytes a slot),
+ * the arena hands out no more slots, and the next ones go to a new file
+ * or, if that fails too, to anonymous memory and the map, with a
+ * warning.
  *
  * The build-id stays the same while names are added.  perf reads it when
  * a recording ends, and when it reports it refuses a file whose build-id

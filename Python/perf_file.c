@@ -441,17 +441,9 @@ _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
             detail = file->fail_detail;
         }
     }
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot %s%s%s%s: %s; the %s "
-                         "backend is off and perf will not name Python "
-                         "functions",
-                         what, space, path, detail, strerror(saved),
-                         backend) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    PyErr_Restore(exc, val, tb);
+    _PyPerf_Warn("perf trampoline: cannot %s%s%s%s: %s; the %s backend is "
+                 "off and perf will not name Python functions",
+                 what, space, path, detail, strerror(saved), backend);
 }
 
 #else /* !PY_HAVE_PERF_TRAMPOLINE */
@@ -463,3 +455,19 @@ _PyPerfTrampoline_SetTestHook(void (*hook)(const char *))
 }
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
+
+void
+_PyPerf_Warn(const char *format, ...)
+{
+    char text[1024];
+    va_list vargs;
+    va_start(vargs, format);
+    PyOS_vsnprintf(text, sizeof(text), format, vargs);
+    va_end(vargs);
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    if (PyErr_WarnEx(PyExc_RuntimeWarning, text, 1) < 0) {
+        PyErr_WriteUnraisable(NULL);
+    }
+    PyErr_Restore(exc, val, tb);
+}

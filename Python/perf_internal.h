@@ -492,6 +492,12 @@ extern void (*_PyPerf_observer)(int event);
 #  pragma GCC visibility pop
 #endif
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
+/* Python/perf_file.c: a RuntimeWarning of the subsystem, its text
+   formatted as by printf() (at most 1 KiB).  Keeps whatever exception is
+   being raised; a warning turned into an error is reported as
+   unraisable, so this never raises. */
+extern PERF_TRAMPOLINE_HIDDEN void _PyPerf_Warn(const char *format, ...);
+
 /* Python/perf_live.c, from _PyPerfTrampoline_InitFromConfig() (the main
    interpreter's start-up, before -X perf is honoured): the control block
    says "ready", or "disabled" under -X disable_remote_debug or

@@ -228,7 +228,7 @@ build_unwind_info(void)
     size_t size =
         (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
     size_t eh_frame_size, hdr_size;
-    if (_PyPerfUnwind_Table(1, 0, (size + 7) & ~(size_t)7, jit.unwind,
+    if (_PyPerfUnwind_Table(1, 0, _Py_SIZE_ROUND_UP(size, 8), jit.unwind,
                             sizeof(jit.unwind), &eh_frame_size,
                             &hdr_size) < 0)
     {
@@ -371,7 +371,7 @@ jit_fini(_PyPerfFile *file)
 static size_t
 jit_bytes_per_code(size_t code_size)
 {
-    return ((code_size + 7) & ~(size_t)7) + jit.unwind_size;
+    return _Py_SIZE_ROUND_UP(code_size, 8) + jit.unwind_size;
 }
 
 const _PyPerfBackend _PyPerf_JitDumpBackend = {

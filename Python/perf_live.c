@@ -301,6 +301,57 @@ take_exception(PyThreadState *tstate, char *buf, size_t size)
     _PyErr_Clear(tstate);
 }
 
+/* Carry out `request`: its result code, with *error (an errno) or
+   `message` (room for `size` bytes) saying why it failed. */
+static int
+carry_out(PyThreadState *tstate, uint32_t request, int *error,
+          char *message, size_t size)
+{
+    _PyPerfLiveBlock *b = &_PyPerf_Live;
+    if (request < _PyPerfLive_ACTIVATE_PERF
+        || request > _PyPerfLive_DEACTIVATE)
+    {
+        PyOS_snprintf(message, size, "unknown request code %lu",
+                      (unsigned long)request);
+        return _PyPerfLive_UNKNOWN;
+    }
+    if (b->state != _PyPerfLive_READY) {
+        put_text(message, size,
+                 b->state == _PyPerfLive_DISABLED
+                 ? "live activation is disabled in this process"
+                 : b->state == _PyPerfLive_FINALIZING
+                 ? "the interpreter is finalizing"
+                 : "the interpreter is not ready yet");
+        return _PyPerfLive_REFUSED;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (request == _PyPerfLive_DEACTIVATE) {
+        _PyPerf_Deactivate();
+        _PyPerf_WarnLostRecords();
+        return _PyPerfLive_DONE;
+    }
+    const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT
+                       ? "perf_jit" : "perf";
+    errno = 0;
+    int rc = _PyPerf_Activate(name);
+    if (rc == 1) {
+        *error = errno;
+        return _PyPerfLive_NO_FILE;
+    }
+    if (rc < 0) {
+        take_exception(tstate, message, size);
+        return _PyPerfLive_REFUSED;
+    }
+    return _PyPerfLive_DONE;
+#else
+    (void)tstate;
+    (void)error;
+    put_text(message, size,
+             "perf trampolines are not available on this platform");
+    return _PyPerfLive_REFUSED;
+#endif
+}
+
 void
 _PyPerfLive_Serve(PyThreadState *tstate)
 {
@@ -325,52 +376,10 @@ _PyPerfLive_Serve(PyThreadState *tstate)
        caller has anyway. */
     PyObject *exc, *val, *tb;
     _PyErr_Fetch(tstate, &exc, &val, &tb);
-    int result = _PyPerfLive_DONE;
     int error = 0;
     char message[sizeof(b->message)] = "";
-
-    if (request < _PyPerfLive_ACTIVATE_PERF
-        || request > _PyPerfLive_DEACTIVATE)
-    {
-        result = _PyPerfLive_UNKNOWN;
-        PyOS_snprintf(message, sizeof(message),
-                      "unknown request code %lu", (unsigned long)request);
-    }
-    else if (b->state != _PyPerfLive_READY) {
-        result = _PyPerfLive_REFUSED;
-        put_text(message, sizeof(message),
-                 b->state == _PyPerfLive_DISABLED
-                 ? "live activation is disabled in this process"
-                 : b->state == _PyPerfLive_FINALIZING
-                 ? "the interpreter is finalizing"
-                 : "the interpreter is not ready yet");
-    }
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    else if (request == _PyPerfLive_DEACTIVATE) {
-        _PyPerf_Deactivate();
-        _PyPerf_WarnLostRecords();
-    }
-    else {
-        const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT
-                           ? "perf_jit" : "perf";
-        errno = 0;
-        int rc = _PyPerf_Activate(name);
-        if (rc == 1) {
-            result = _PyPerfLive_NO_FILE;
-            error = errno;
-        }
-        else if (rc < 0) {
-            result = _PyPerfLive_REFUSED;
-            take_exception(tstate, message, sizeof(message));
-        }
-    }
-#else
-    else {
-        result = _PyPerfLive_REFUSED;
-        put_text(message, sizeof(message),
-                 "perf trampolines are not available on this platform");
-    }
-#endif
+    int result = carry_out(tstate, request, &error, message,
+                           sizeof(message));
     if (_PyErr_Occurred(tstate)) {
         /* Nothing above should leave one; a warning's Python code might. */
         PyErr_WriteUnraisable(NULL);

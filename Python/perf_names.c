@@ -224,7 +224,14 @@ _PyPerf_PutHex(char *p, uint64_t value)
         HEX_PAIRS("8") HEX_PAIRS("9") HEX_PAIRS("a") HEX_PAIRS("b")
         HEX_PAIRS("c") HEX_PAIRS("d") HEX_PAIRS("e") HEX_PAIRS("f");
     _Static_assert(sizeof(pairs) == 2 * 256 + 1, "two digits per byte");
+#if defined(__GNUC__) || defined(__clang__)
     int ndigits = value == 0 ? 1 : (64 - __builtin_clzll(value) + 3) / 4;
+#else
+    int ndigits = 1;
+    while (ndigits < 16 && (value >> (4 * ndigits)) != 0) {
+        ndigits++;
+    }
+#endif
     char *q = p + ndigits;
     while (q - p >= 2) {
         q -= 2;

@@ -300,7 +300,7 @@ open_backend(backend_state *st)
         }
     }
     size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize());
-    st->slot_size = (size + SLOT_ALIGN - 1) & ~(size_t)(SLOT_ALIGN - 1);
+    st->slot_size = _Py_SIZE_ROUND_UP(size, SLOT_ALIGN);
     return 0;
 }
 
@@ -345,17 +345,11 @@ _PyPerf_Deactivate(void)
     pthread_mutex_unlock(&_PyPerf_files_lock);
 }
 
-int
-_PyPerf_Activate(const char *name)
+/* Why no backend can be activated now: -1 with an exception set, else
+   0. */
+static int
+refuse_activation(PyInterpreterState *interp)
 {
-    backend_state *st = find_backend(name);
-    if (st == NULL) {
-        /* (cut: the name is the caller's, of any length) */
-        PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
-        return -1;
-    }
-    PyThreadState *tstate = _PyThreadState_GET();
-    PyInterpreterState *interp = tstate->interp;
     if (interp != _PyInterpreterState_Main()) {
         PyErr_SetString(PyExc_RuntimeError,
                         "stack trampolines can only be activated in the "
@@ -378,6 +372,65 @@ _PyPerf_Activate(const char *name)
                         "interpreter finalization");
         return -1;
     }
+    return 0;
+}
+
+/* How switch_to() ended. */
+typedef enum {
+    SWITCHED,
+    NO_FILE,                      /* the backend's file could not be made */
+    NOT_DESCRIBED,                /* ... or written to */
+} switch_result;
+
+/* Make `st` the active backend: its file first, so that if it cannot be
+   had the active backend, if any, stays as it is.  It becomes the active
+   one before _PyPerf_files_lock is let go: from then on,
+   PyUnstable_PerfMapState_Fini() leaves its file open.  errno says why
+   it failed. */
+static switch_result
+switch_to(backend_state *st, PyInterpreterState *interp)
+{
+    pthread_mutex_lock(&_PyPerf_files_lock);
+    switch_result result = open_backend(st) < 0 ? NO_FILE
+                           : describe_activated(st) < 0 ? NOT_DESCRIBED
+                           : SWITCHED;
+    int saved = errno;
+    if (result == NOT_DESCRIBED) {
+        _PyPerfFile_Close(st->file);
+        /* Describing may have moved live code objects to slots of the new
+           backend's spacing (Python/perf_codes.c), which the backend that
+           stays active has not described: it does now, or they would run
+           unnamed from then on. */
+        if (perf.active != NULL && perf.active != st && !perf.forked) {
+            (void)_PyPerfCode_DescribeAll(perf.active);
+        }
+    }
+    if (result == SWITCHED) {
+        deactivate_locked();
+        perf.active = st;
+        _PyPerf_hook = _PyPerfTrampoline_EvalFrame;
+        _PyInterpreterState_SetEvalFrameFunc(interp,
+                                             _PyPerfTrampoline_EvalFrame);
+        notify(_PyPerf_CHANGED);
+    }
+    pthread_mutex_unlock(&_PyPerf_files_lock);
+    errno = saved;
+    return result;
+}
+
+int
+_PyPerf_Activate(const char *name)
+{
+    backend_state *st = find_backend(name);
+    if (st == NULL) {
+        /* (cut: the name is the caller's, of any length) */
+        PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
+        return -1;
+    }
+    PyInterpreterState *interp = _PyThreadState_GET()->interp;
+    if (refuse_activation(interp) < 0) {
+        return -1;
+    }
     if (st == perf.active && !perf.forked
         && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
     {
@@ -393,39 +446,15 @@ _PyPerf_Activate(const char *name)
     if (perf.forked) {
         leave_parent_files();
     }
-    /* The new backend's file first: if it cannot be had, the active
-       backend, if any, stays as it is.  It becomes the active one before
-       _PyPerf_files_lock is let go: from then on,
-       PyUnstable_PerfMapState_Fini() leaves its file open. */
-    pthread_mutex_lock(&_PyPerf_files_lock);
-    int failed = open_backend(st) < 0 ? 1 : describe_activated(st) < 0 ? 2 : 0;
+    switch_result result = switch_to(st, interp);
     int saved = errno;
-    if (failed == 2) {
-        _PyPerfFile_Close(st->file);
-        /* Describing may have moved live code objects to slots of the new
-           backend's spacing (Python/perf_codes.c), which the backend that
-           stays active has not described: it does now, or they would run
-           unnamed from then on. */
-        if (perf.active != NULL && perf.active != st && !perf.forked) {
-            (void)_PyPerfCode_DescribeAll(perf.active);
-        }
-    }
-    if (!failed) {
-        deactivate_locked();
-        perf.active = st;
-        _PyPerf_hook = _PyPerfTrampoline_EvalFrame;
-        _PyInterpreterState_SetEvalFrameFunc(interp,
-                                             _PyPerfTrampoline_EvalFrame);
-        notify(_PyPerf_CHANGED);
-    }
-    pthread_mutex_unlock(&_PyPerf_files_lock);
     TEST_POINT("activated");
-    if (failed) {
+    if (result != SWITCHED) {
         errno = saved;
         /* (No file at all: it could not be allocated.) */
         _PyPerfFile_Warn(st->file,
                          st->file == NULL ? "create its file"
-                         : failed == 1 ? "create" : "write",
+                         : result == NO_FILE ? "create" : "write",
                          st->backend->name);
         /* For the caller, as the warning said (its Python code may have
            changed errno). */
@@ -550,19 +579,11 @@ _PyPerfTrampoline_Fini(void)
 static void
 warn_arena_files(int err, const char *what)
 {
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1,
-                         "perf trampoline: cannot %s an ELF file of "
-                         "trampolines in /tmp: %s; new trampolines are in "
-                         "anonymous memory, where perf record "
-                         "--call-graph dwarf stops unwinding (frame "
-                         "pointers and -g are not affected; -X perf_jit "
-                         "with perf inject --jit unwinds them)",
-                         what, strerror(err)) < 0) {
-        PyErr_WriteUnraisable(NULL);
-    }
-    PyErr_Restore(exc, val, tb);
+    _PyPerf_Warn("perf trampoline: cannot %s an ELF file of trampolines in "
+                 "/tmp: %s; new trampolines are in anonymous memory, where "
+                 "perf record --call-graph dwarf stops unwinding (frame "
+                 "pointers and -g are not affected; -X perf_jit with perf "
+                 "inject --jit unwinds them)", what, strerror(err));
 }
 
 py_trampoline
@@ -684,9 +705,25 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
     return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
 }
 
-void _PyPerfTrampoline_Fini(void) {}
-void _PyPerfTrampoline_BeforeForkChildHooks(void) {}
-void _PyPerfTrampoline_AfterForkChild(void) {}
-int _PyPerfTrampoline_Flush(void) { return 0; }
+void
+_PyPerfTrampoline_Fini(void)
+{
+}
+
+void
+_PyPerfTrampoline_BeforeForkChildHooks(void)
+{
+}
+
+void
+_PyPerfTrampoline_AfterForkChild(void)
+{
+}
+
+int
+_PyPerfTrampoline_Flush(void)
+{
+    return 0;
+}
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

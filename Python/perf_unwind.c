@@ -327,10 +327,99 @@ template_rules(const unsigned char *code, size_t size, frame_rules *r)
 }
 
 #else
-#  error "PY_HAVE_PERF_TRAMPOLINE is defined but this file has no unwind rules for this architecture's template"
+#  error "perf trampolines: no unwind rules for this architecture's template"
 #endif
 
 const uint16_t _PyPerf_elf_machine = ELF_MACHINE;
+
+/* Where copy k of the template starts, from the .eh_frame's first byte:
+   before the table, or inside the range after it. */
+static inline int64_t
+code_at(size_t k, size_t stride, size_t code_before)
+{
+    return (int64_t)k * (int64_t)stride - (int64_t)code_before;
+}
+
+/* The CIE, at the start of the .eh_frame; its offset. */
+static size_t
+put_cie(_PyPerfBytes *w, const frame_rules *r)
+{
+    size_t cie = _PyPerfBytes_BeginUnit(w);
+    _PyPerfBytes_U32(w, 0);       /* CIE id */
+    _PyPerfBytes_U8(w, 1);        /* version */
+    for (const char *a = r->augmentation; *a; a++) {
+        _PyPerfBytes_U8(w, (unsigned char)*a);
+    }
+    _PyPerfBytes_U8(w, 0);
+    _PyPerfBytes_U8(w, r->code_align);            /* code alignment factor */
+    _PyPerfBytes_U8(w, DATA_ALIGN_MINUS_8);       /* data alignment: -8 */
+    _PyPerfBytes_U8(w, r->ra_reg);                /* return address reg */
+    _PyPerfBytes_U8(w, 1);                        /* augmentation size */
+    _PyPerfBytes_U8(w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);  /* FDE pointers */
+    for (size_t i = 0; i < r->cie_size; i++) {
+        _PyPerfBytes_U8(w, r->cie[i]);
+    }
+    close_entry(w, cie);
+    return cie;
+}
+
+/* The FDE of the copy at `start` (from the .eh_frame's first byte), `size`
+   bytes long: one rule change per instruction that changes the frame. */
+static void
+put_fde(_PyPerfBytes *w, const frame_rules *r, size_t cie, int64_t start,
+        size_t size)
+{
+    size_t fde = _PyPerfBytes_BeginUnit(w);
+    _PyPerfBytes_U32(w, (uint32_t)(fde + 4 - cie));           /* CIE pointer */
+    /* pc_begin, pcrel: from this field to the copy's first byte */
+    _PyPerfBytes_U32(w, (uint32_t)(int32_t)(start - (int64_t)w->n));
+    _PyPerfBytes_U32(w, (uint32_t)size);          /* pc_range */
+    _PyPerfBytes_U8(w, 0);                        /* augmentation size */
+    for (size_t i = 0; i < r->fde_size; i++) {
+        _PyPerfBytes_U8(w, r->fde[i]);
+    }
+    close_entry(w, fde);
+}
+
+/* Every other copy's FDE is the same bytes as the first one's (at
+   `first`, `fde_size` long), but for its CIE pointer and pc_begin: a copy
+   with those two fields patched (an arena has thousands). */
+static void
+copy_fdes(_PyPerfBytes *w, size_t cie, size_t first, size_t fde_size,
+          size_t count, size_t stride, size_t code_before)
+{
+    for (size_t k = 1; k < count; k++) {
+        size_t fde = first + k * fde_size;
+        memcpy(w->p + fde, w->p + first, fde_size);
+        _PyPerfBytes_Patch32(w, fde + 4, (uint32_t)(fde + 4 - cie));
+        _PyPerfBytes_Patch32(w, fde + 8, (uint32_t)(int32_t)(
+            code_at(k, stride, code_before) - (int64_t)(fde + 8)));
+    }
+    w->n = first + count * fde_size;
+}
+
+/* .eh_frame_hdr, right after the .eh_frame (`eh_frame_size` bytes): a
+   table sorted by address, whose entries are relative to the header's
+   first byte. */
+static void
+put_eh_frame_hdr(_PyPerfBytes *w, size_t eh_frame_size, size_t first,
+                 size_t fde_size, size_t count, size_t stride,
+                 size_t code_before)
+{
+    assert(w->n == eh_frame_size);
+    _PyPerfBytes_U8(w, 1);        /* version */
+    _PyPerfBytes_U8(w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
+    _PyPerfBytes_U8(w, DW_EH_PE_udata4);                     /* fde_count */
+    _PyPerfBytes_U8(w, DW_EH_PE_datarel | DW_EH_PE_sdata4);  /* table */
+    _PyPerfBytes_U32(w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
+    _PyPerfBytes_U32(w, (uint32_t)count);
+    for (size_t k = 0; k < count; k++) {
+        _PyPerfBytes_U32(w, (uint32_t)(int32_t)(
+            code_at(k, stride, code_before) - (int64_t)eh_frame_size));
+        _PyPerfBytes_U32(w, (uint32_t)((int32_t)(first + k * fde_size)
+                                       - (int32_t)eh_frame_size));
+    }
+}
 
 int
 _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
@@ -354,84 +443,27 @@ _PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
         errno = EOVERFLOW;
         return -1;
     }
-    /* Offsets from the .eh_frame's first byte; copy k starts at
-       code_at(k), before the table or inside the range after it. */
-#define code_at(k) ((int64_t)(k) * (int64_t)stride - (int64_t)code_before)
     _PyPerfBytes w = {buf, 0, buf != NULL ? cap : 0};
-
-    /* CIE */
-    size_t cie = _PyPerfBytes_BeginUnit(&w);
-    _PyPerfBytes_U32(&w, 0);      /* CIE id */
-    _PyPerfBytes_U8(&w, 1);       /* version */
-    for (const char *a = r.augmentation; *a; a++) {
-        _PyPerfBytes_U8(&w, (unsigned char)*a);
-    }
-    _PyPerfBytes_U8(&w, 0);
-    _PyPerfBytes_U8(&w, r.code_align);            /* code alignment factor */
-    _PyPerfBytes_U8(&w, DATA_ALIGN_MINUS_8);      /* data alignment: -8 */
-    _PyPerfBytes_U8(&w, r.ra_reg);                /* return address reg */
-    _PyPerfBytes_U8(&w, 1);                       /* augmentation size */
-    _PyPerfBytes_U8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
-    for (size_t i = 0; i < r.cie_size; i++) {
-        _PyPerfBytes_U8(&w, r.cie[i]);
-    }
-    close_entry(&w, cie);
-
-    /* One FDE per copy: one rule change per instruction that changes the
-       frame.  The first is written out; every other one is the same
-       bytes, but for its CIE pointer and pc_begin, so it is a copy of the
-       first with those two fields patched (an arena has thousands). */
-    size_t first_fde = _PyPerfBytes_BeginUnit(&w);
-    _PyPerfBytes_U32(&w, (uint32_t)(first_fde + 4 - cie));    /* CIE pointer */
-    /* pc_begin, pcrel: from this field to the copy's first byte */
-    _PyPerfBytes_U32(&w, (uint32_t)(int32_t)(code_at(0) - (int64_t)w.n));
-    _PyPerfBytes_U32(&w, (uint32_t)size);         /* pc_range */
-    _PyPerfBytes_U8(&w, 0);                       /* augmentation size */
-    for (size_t i = 0; i < r.fde_size; i++) {
-        _PyPerfBytes_U8(&w, r.fde[i]);
-    }
-    close_entry(&w, first_fde);
-    size_t fde_size = w.n - first_fde;
-    size_t eh_frame_size = first_fde + count * fde_size + 4;
+    size_t cie = put_cie(&w, &r);
+    size_t first = w.n;
+    put_fde(&w, &r, cie, code_at(0, stride, code_before), size);
+    size_t fde_size = w.n - first;
+    size_t eh_frame_size = first + count * fde_size + 4;
     size_t total = eh_frame_size + 12 + 8 * count;
+    *eh_frame_size_out = eh_frame_size;
+    *hdr_size_out = total - eh_frame_size;
     if (buf == NULL) {
-        *eh_frame_size_out = eh_frame_size;
-        *hdr_size_out = total - eh_frame_size;
         return 0;
     }
     if (total > cap) {
         errno = ENOBUFS;
         return -1;
     }
-    for (size_t k = 1; k < count; k++) {
-        size_t fde = first_fde + k * fde_size;
-        memcpy(buf + fde, buf + first_fde, fde_size);
-        _PyPerfBytes_Patch32(&w, fde + 4, (uint32_t)(fde + 4 - cie));
-        _PyPerfBytes_Patch32(&w, fde + 8, (uint32_t)(int32_t)(
-            code_at(k) - (int64_t)(fde + 8)));
-    }
-    w.n = first_fde + count * fde_size;
+    copy_fdes(&w, cie, first, fde_size, count, stride, code_before);
     _PyPerfBytes_U32(&w, 0);      /* terminator */
-
-    /* .eh_frame_hdr, right after the .eh_frame: a table sorted by
-       address, whose entries are relative to the header's first byte. */
-    assert(w.n == eh_frame_size);
-    _PyPerfBytes_U8(&w, 1);       /* version */
-    _PyPerfBytes_U8(&w, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
-    _PyPerfBytes_U8(&w, DW_EH_PE_udata4);                     /* fde_count */
-    _PyPerfBytes_U8(&w, DW_EH_PE_datarel | DW_EH_PE_sdata4);  /* table */
-    _PyPerfBytes_U32(&w, (uint32_t)(-(int32_t)(eh_frame_size + 4)));
-    _PyPerfBytes_U32(&w, (uint32_t)count);
-    for (size_t k = 0; k < count; k++) {
-        _PyPerfBytes_U32(&w, (uint32_t)(int32_t)(
-            code_at(k) - (int64_t)eh_frame_size));
-        _PyPerfBytes_U32(&w, (uint32_t)((int32_t)(first_fde + k * fde_size)
-                                        - (int32_t)eh_frame_size));
-    }
+    put_eh_frame_hdr(&w, eh_frame_size, first, fde_size, count, stride,
+                     code_before);
     assert(w.n == total);
-#undef code_at
-    *eh_frame_size_out = eh_frame_size;
-    *hdr_size_out = total - eh_frame_size;
     return 0;
 }
 
