@@ -342,34 +342,32 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 
 /* ---- The sys API -------------------------------------------------------- */
 
-PyDoc_STRVAR(activate_doc,
-"activate_stack_trampoline($module, backend, /)\n--\n\n"
-"Start naming Python functions for perf, with the given backend.\n\n"
-"\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
-"(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
-"tables for perf record --call-graph dwarf and perf inject --jit.");
+/*[clinic input]
+module sys
+[clinic start generated code]*/
+/*[clinic end generated code: output=da39a3ee5e6b4b0d input=3726b388feee8cea]*/
+
+#include "clinic/perf_api.c.h"
+
+/*[clinic input]
+sys.activate_stack_trampoline
+
+    backend: str
+    /
+
+Start naming Python functions for perf, with the given backend.
+
+"perf" writes /tmp/perf-PID.map for frame-pointer profiles
+(perf record -g); "perf_jit" writes /tmp/jit-PID.dump with unwind
+tables for perf record --call-graph dwarf and perf inject --jit.
+[clinic start generated code]*/
 
 static PyObject *
-sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
+sys_activate_stack_trampoline_impl(PyObject *module, const char *backend)
+/*[clinic end generated code: output=5783cdeb51874b43 input=ed9f2b4a166e5e35]*/
 {
-    if (!PyUnicode_Check(arg)) {
-        PyErr_Format(PyExc_TypeError,
-                     "activate_stack_trampoline() argument must be str, "
-                     "not %.50s",
-                     arg == Py_None ? "None" : Py_TYPE(arg)->tp_name);
-        return NULL;
-    }
-    Py_ssize_t size;
-    const char *name = PyUnicode_AsUTF8AndSize(arg, &size);
-    if (name == NULL) {
-        return NULL;
-    }
-    if (strlen(name) != (size_t)size) {
-        PyErr_SetString(PyExc_ValueError, "embedded null character");
-        return NULL;
-    }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (_PyPerf_Activate(name) < 0) {
+    if (_PyPerf_Activate(backend) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
@@ -379,15 +377,18 @@ sys_activate_stack_trampoline(PyObject *Py_UNUSED(module), PyObject *arg)
 #endif
 }
 
-PyDoc_STRVAR(deactivate_doc,
-"deactivate_stack_trampoline($module, /)\n--\n\n"
-"Stop naming Python functions for perf.\n\n"
-"Calls already running keep their trampolines; new calls get none.\n"
-"Does nothing when no backend is active, and in a sub-interpreter.");
+/*[clinic input]
+sys.deactivate_stack_trampoline
+
+Stop naming Python functions for perf.
+
+Calls already running keep their trampolines; new calls get none.
+Does nothing when no backend is active, and in a sub-interpreter.
+[clinic start generated code]*/
 
 static PyObject *
-sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
-                                PyObject *Py_UNUSED(ignored))
+sys_deactivate_stack_trampoline_impl(PyObject *module)
+/*[clinic end generated code: output=b50da25465df0ef1 input=8e34aab939e08b2e]*/
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     /* Trampolines are the main interpreter's: a sub-interpreter has none
@@ -400,13 +401,15 @@ sys_deactivate_stack_trampoline(PyObject *Py_UNUSED(module),
     Py_RETURN_NONE;
 }
 
-PyDoc_STRVAR(is_active_doc,
-"is_stack_trampoline_active($module, /)\n--\n\n"
-"Return True if a perf trampoline backend is active.");
+/*[clinic input]
+sys.is_stack_trampoline_active
+
+Return True if a perf trampoline backend is active.
+[clinic start generated code]*/
 
 static PyObject *
-sys_is_stack_trampoline_active(PyObject *Py_UNUSED(module),
-                               PyObject *Py_UNUSED(ignored))
+sys_is_stack_trampoline_active_impl(PyObject *module)
+/*[clinic end generated code: output=ab2746de0ad9d293 input=8a92a3ba08f05b5f]*/
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     PyInterpreterState *interp = _PyInterpreterState_GET();
@@ -420,11 +423,8 @@ sys_is_stack_trampoline_active(PyObject *Py_UNUSED(module),
 }
 
 PyMethodDef _PyPerfTrampoline_SysMethods[] = {
-    {"activate_stack_trampoline", sys_activate_stack_trampoline,
-     METH_O, activate_doc},
-    {"deactivate_stack_trampoline", sys_deactivate_stack_trampoline,
-     METH_NOARGS, deactivate_doc},
-    {"is_stack_trampoline_active", sys_is_stack_trampoline_active,
-     METH_NOARGS, is_active_doc},
+    SYS_ACTIVATE_STACK_TRAMPOLINE_METHODDEF
+    SYS_DEACTIVATE_STACK_TRAMPOLINE_METHODDEF
+    SYS_IS_STACK_TRAMPOLINE_ACTIVE_METHODDEF
     {NULL, NULL, 0, NULL}
 };
