@@ -5,7 +5,8 @@ process it did not start and that does nothing to help: whether it still
 runs, the address of a data symbol of its executable or libpython, its
 memory at that address, and its descendants.  This module answers them
 from /proc alone, with no compiled helper and nothing but the standard
-library, so that it runs under any Python 3 (3.6 and later):
+library, so that it runs under any Python 3 (3.6 and later), on purpose:
+perf_trampoline's docstring says why, and what to keep to.
 
 - /proc/PID/maps lists the mapped files; the executable's (/proc/PID/exe)
   and any libpython's .dynsym is read from the very file mapped (through

@@ -10,32 +10,20 @@ Design
 An interpreter built with live activation (configure's default
 --with-remote-debug) exports a small control block, the data symbol
 _PyPerf_Live, from the dynamic symbol table of the executable or of
-libpython3.11.so.  Its layout (version 1, native byte order, every field
-naturally aligned) is fixed:
-
-    0   magic[8]       b"PyPerfL\\0"
-    8   u32 version    1
-    12  u32 size       size of the block (later versions may only grow it)
-    16  u64 eval_breaker  address of the main interpreter's eval_breaker
-    24  u32 state      0 starting, 1 ready, 2 disabled, 3 finalizing
-    28  u32 pid        getpid() of the owner (a forked child rewrites it)
-    32  u32 request    0 none, 1 perf, 2 perf_jit, 3 deactivate
-    40  u64 request_id the requester's token, written before `request`
-    48  u64 served_id  the request_id the interpreter served last
-    56  i32 result     0 done, 1 done but no file, 2 refused, 3 unknown code
-    60  i32 error      errno of result 1, or 0
-    64  u32 active     0 none, 1 perf, 2 perf_jit
-    72  file[256]      the active backend's file, NUL-terminated
-    328 message[128]   the text of a refusal
+libpython3.11.so.  Its layout, version 1, is _PyPerfLiveBlock of
+Include/internal/pycore_perf_trampoline.h (Python/perf_live.c describes
+each field): BLOCK_FIELDS below copies it field by field, and BLOCK and
+FIELDS, built from that table, are all that read or write it here.
 
 This module is the requester.  It finds the block without any help from
 the target: Lib/_perf_remote.py reads the other process through /proc
 (the ELF .dynsym of its executable or libpython, the symbol's address
 from the mapping of the PT_LOAD segment that holds it, processes in
 containers too) and reads and writes /proc/PID/mem, which needs the
-permission of a ptrace attach.  Nothing is written unless the magic, version, size and pid
-(the pid as the process's own pid namespace sees it) all check out, so a
-stock interpreter, a Python 3.12+ or any other program is left untouched.
+permission of a ptrace attach.  Nothing is written unless the magic,
+version, size and pid (the pid as the process's own pid namespace sees
+it) all check out, so a stock interpreter, a Python 3.12+ or any other
+program is left untouched.
 
 A request writes request_id, then request, then 1 into eval_breaker: at
 its next check between two bytecodes, the main interpreter clears
@@ -49,11 +37,18 @@ ours, another requester overwrote our request: it is sent once more, then
 reported.  A process that does not run Python code before the timeout
 keeps the request pending and serves it when it next runs.
 
-`status` only reads.  The module is plain Python 3 (3.6 and later) and
-runs under any interpreter, with no compiled helper.
+`status` only reads.
+
+This module and Lib/_perf_remote.py run under any Python 3 from 3.6 on,
+on purpose: a system python3 (a stock interpreter, perhaps the only one
+on the host) is how one asks a process of this interpreter.  Keep them
+so: %-formatting (no f-strings), only standard library modules and
+features that 3.6 has (no dataclasses, no namedtuple defaults), no
+compiled helper.
 """
 
 import argparse
+import collections
 import os
 import struct
 import sys
@@ -72,13 +67,51 @@ BLOCK_SYMBOL = b"_PyPerf_Live"
 # block, it means a build configured --without-remote-debug.
 OUR_SYMBOL = b"_PyPerfTrampoline_EvalFrame"
 
-OFF_VERSION, OFF_SIZE, OFF_BREAKER = 8, 12, 16
-OFF_STATE, OFF_PID, OFF_REQUEST = 24, 28, 32
-OFF_REQUEST_ID, OFF_SERVED_ID = 40, 48
-OFF_RESULT, OFF_ERROR, OFF_ACTIVE = 56, 60, 64
-OFF_FILE, FILE_LEN = 72, 256
-OFF_MESSAGE, MESSAGE_LEN = 328, 128
-BLOCK_MIN_SIZE = OFF_MESSAGE + MESSAGE_LEN
+# _PyPerfLiveBlock, field by field: (name, struct format).  Native byte
+# order with standard sizes and no padding ("="): the reserved fields are
+# the C struct's own, so that every field is naturally aligned at the
+# offset its prefix sums to.  Python/perf_live.c's table and static
+# assertions give each field's offset and meaning; fields may be added at
+# the end only.
+BLOCK_FIELDS = (
+    ("magic", "8s"),            # MAGIC
+    ("version", "I"),           # VERSION
+    ("size", "I"),              # the block's size: later versions grow it
+    ("eval_breaker", "Q"),      # address of the main interpreter's int32
+    ("state", "I"),             # STATE_*
+    ("pid", "I"),               # the owner's pid, in its pid namespace
+    ("request", "I"),           # REQ_*: written by a requester
+    ("reserved1", "I"),
+    ("request_id", "Q"),        # the requester's token, before `request`
+    ("served_id", "Q"),         # the request_id served last, written last
+    ("result", "i"),            # RESULT_*
+    ("error", "i"),             # errno of RESULT_NO_FILE, or 0
+    ("active", "I"),            # BACKEND_NAMES: 0 none, 1 perf, ...
+    ("reserved2", "I"),
+    ("file", "256s"),           # the active backend's file, NUL-ended
+    ("message", "128s"),        # why a request was refused, NUL-ended
+)
+_BLOCK_NAMES = [name for name, _ in BLOCK_FIELDS]
+
+
+def _layout(fields):
+    """The struct.Struct of `fields`, some (name, format) pairs."""
+    return struct.Struct("=" + "".join(fmt for _, fmt in fields))
+
+
+# The whole block, and its fields as a named tuple (Target.snapshot()).
+BLOCK = _layout(BLOCK_FIELDS)
+Block = collections.namedtuple("Block", _BLOCK_NAMES)
+BLOCK_MIN_SIZE = BLOCK.size
+# {name: (offset, Struct of the field alone)}, to read or write one field:
+# its offset is the size of the fields before it.
+FIELDS = {
+    name: (_layout(BLOCK_FIELDS[:i]).size, _layout(BLOCK_FIELDS[i:i + 1]))
+    for i, name in enumerate(_BLOCK_NAMES)}
+# What Target checks before it trusts the rest: magic to pid.
+HEAD = _layout(BLOCK_FIELDS[:_BLOCK_NAMES.index("pid") + 1])
+# The interpreter's eval_breaker, an int32 (not part of the block).
+_BREAKER = struct.Struct("=i")
 
 STATE_STARTING, STATE_READY, STATE_DISABLED, STATE_FINALIZING = 0, 1, 2, 3
 STATE_NAMES = {0: "starting", 1: "ready", 2: "disabled", 3: "finalizing"}
@@ -141,17 +174,19 @@ class Target:
     def write(self, off, data):
         self.mem.write(self.addr + off, data)
 
-    def u32(self, off):
-        return struct.unpack("=I", self.read(off, 4))[0]
+    def get(self, name):
+        """The value of field `name` of the block (a fresh read)."""
+        off, st = FIELDS[name]
+        return st.unpack(self.read(off, st.size))[0]
 
-    def u64(self, off):
-        return struct.unpack("=Q", self.read(off, 8))[0]
+    def put(self, name, value):
+        """Write `value` into field `name` of the block."""
+        off, st = FIELDS[name]
+        self.write(off, st.pack(value))
 
     def _check(self):
-        head = self.read(0, 32)
-        magic = head[:8]
-        version, size, breaker, state, owner = struct.unpack_from(
-            "=IIQII", head, 8)
+        magic, version, size, breaker, state, owner = HEAD.unpack(
+            self.read(0, HEAD.size))
         if magic != MAGIC or version != VERSION or size < BLOCK_MIN_SIZE:
             raise LiveError("process %d is not a Python with live perf "
                             "activation (unknown block: magic %r, version "
@@ -163,26 +198,20 @@ class Target:
         self.breaker = breaker
 
     def snapshot(self):
-        """The block's fields as a dict (a fresh read)."""
-        data = self.read(0, BLOCK_MIN_SIZE)
-        (_, _, _, breaker, state, owner, request, _, request_id, served_id,
-         result, error, active, _) = struct.unpack_from(
-            "=8sIIQIIIIQQiiII", data, 0)
-        return {"pid": self.pid, "state": state, "owner": owner,
-                "eval_breaker": breaker, "request": request,
-                "request_id": request_id, "served_id": served_id,
-                "result": result, "error": error, "active": active,
-                "file": _cstr(data[OFF_FILE:OFF_FILE + FILE_LEN]),
-                "message": _cstr(data[OFF_MESSAGE:OFF_MESSAGE + MESSAGE_LEN])}
+        """The block as a Block named tuple (a fresh read); its `file`
+        and `message` are str, up to their first NUL."""
+        block = Block._make(BLOCK.unpack(self.read(0, BLOCK.size)))
+        return block._replace(file=_cstr(block.file),
+                              message=_cstr(block.message))
 
     def poke(self):
-        self.breaker = self.u64(OFF_BREAKER)
+        self.breaker = self.get("eval_breaker")
         if self.breaker:
-            self.mem.write(self.breaker, struct.pack("=i", 1))
+            self.mem.write(self.breaker, _BREAKER.pack(1))
 
     def send(self, code, request_id):
-        self.write(OFF_REQUEST_ID, struct.pack("=Q", request_id))
-        self.write(OFF_REQUEST, struct.pack("=I", code))
+        self.put("request_id", request_id)
+        self.put("request", code)
         self.poke()
 
 
@@ -203,8 +232,11 @@ def _state_problem(pid, state):
 
 
 class Outcome:
-    """What became of a request to one process.  `ok` is True once the
-    process acknowledged it; `pending` when it is left waiting."""
+    """What became of a request to one process, or what status() found
+    there.  `ok` is True once the process acknowledged the request (for
+    status(): when the process has a block); `pending` when the request
+    is left waiting; `text` is the line the command prints; `snapshot`
+    is the Block read last, or None."""
 
     def __init__(self, pid, ok, text, pending=False, snapshot=None):
         self.pid, self.ok, self.text = pid, ok, text
@@ -215,27 +247,27 @@ class Outcome:
 
 
 def _describe(pid, code, snap):
-    result = snap["result"]
+    result = snap.result
     backend = BACKEND_NAMES.get(code, "none")
     if result == RESULT_DONE:
         if code == REQ_DEACTIVATE:
             return True, "%d: deactivated" % pid
-        path = snap["file"]
-        if snap["active"] != code or not path:
+        path = snap.file
+        if snap.active != code or not path:
             # The process changed its state again before the block was
             # read (its own code, or its exit): the file it opened is
             # still the one its pid names.
             path = (("/tmp/perf-%d.map" if code == REQ_PERF
-                     else "/tmp/jit-%d.dump") % snap["owner"])
+                     else "/tmp/jit-%d.dump") % snap.pid)
         return True, "%d: %s %s" % (pid, backend, path)
     if result == RESULT_NO_FILE:
-        why = os.strerror(snap["error"]) if snap["error"] else "no errno"
-        state = ("%s active, but" % backend if snap["active"] == code
+        why = os.strerror(snap.error) if snap.error else "no errno"
+        state = ("%s active, but" % backend if snap.active == code
                  else "%s not activated:" % backend)
         return False, ("%d: %s its file could not be made (%s; the "
                        "process's stderr says more)" % (pid, state, why))
     if result == RESULT_REFUSED:
-        return False, "%d: refused: %s" % (pid, snap["message"] or "no reason")
+        return False, "%d: refused: %s" % (pid, snap.message or "no reason")
     if result == RESULT_UNKNOWN:
         return False, "%d: the process did not know request %d" % (pid, code)
     return False, "%d: unknown result %d" % (pid, result)
@@ -278,21 +310,21 @@ class _Request:
 
     def _step(self):
         snap = self.target.snapshot()
-        if self.rid is not None and snap["served_id"] == self.rid:
+        if self.rid is not None and snap.served_id == self.rid:
             ok, text = _describe(self.pid, self.code, snap)
             self._end(ok, text, snapshot=snap)
             return
-        problem = _state_problem(self.pid, snap["state"])
+        problem = _state_problem(self.pid, snap.state)
         if problem:
             self._end(False, "%d: %s" % (self.pid, problem))
             return
-        if snap["state"] == STATE_STARTING:
+        if snap.state == STATE_STARTING:
             return  # no eval_breaker yet: wait for "ready"
         if self.rid is None:
             self._send()
-        elif snap["request_id"] != self.rid:
+        elif snap.request_id != self.rid:
             self._replaced(snap)
-        elif snap["request"] != REQ_NONE:
+        elif snap.request != REQ_NONE:
             # Still not seen: the process may have recomputed its
             # eval_breaker after our poke.
             self.target.poke()
@@ -300,18 +332,18 @@ class _Request:
 
     def _wanted(self, snap):
         """Whether the block shows the state our request asks for."""
-        if snap["result"] != RESULT_DONE:
+        if snap.result != RESULT_DONE:
             return False
         if self.code == REQ_DEACTIVATE:
-            return snap["active"] == 0
-        return snap["active"] == self.code
+            return snap.active == 0
+        return snap.active == self.code
 
     def _replaced(self, snap):
         """Another requester's request took the place of ours."""
-        if snap["request"] != REQ_NONE:
+        if snap.request != REQ_NONE:
             # It waits in our place: the process serves it first.
             return
-        if snap["served_id"] != snap["request_id"]:
+        if snap.served_id != snap.request_id:
             # Being served now (served_id comes last), or its requester is
             # between its two writes: wait, but not for ever (a requester
             # may have died there).
@@ -379,35 +411,36 @@ def deactivate(pid, timeout=DEFAULT_TIMEOUT):
 
 
 def status(pid):
-    """(True, text) for a process with a block, else (False, why)."""
+    """What the block of `pid` shows, as an Outcome (only reads): ok for
+    a process with a block, else its text says why."""
     try:
         with Target(pid, write=False) as t:
             snap = t.snapshot()
     except LiveError as exc:
-        return False, "%d: %s" % (pid, exc)
-    words = ["%d:" % pid, STATE_NAMES.get(snap["state"],
-                                          "state %d" % snap["state"])]
-    words.append("active " + BACKEND_NAMES.get(snap["active"],
-                                              str(snap["active"])))
-    if snap["file"]:
-        words.append(snap["file"])
-    req = snap["request"]
+        return Outcome(pid, False, "%d: %s" % (pid, exc))
+    words = ["%d:" % pid, STATE_NAMES.get(snap.state,
+                                          "state %d" % snap.state)]
+    words.append("active " + BACKEND_NAMES.get(snap.active,
+                                              str(snap.active)))
+    if snap.file:
+        words.append(snap.file)
+    req = snap.request
     if req in (REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE):
         words.append("(request %s pending)" % (
             {1: "perf", 2: "perf_jit", 3: "deactivate"}[req]))
     elif req != REQ_NONE:
         words.append("(unknown request code %d in the block)" % req)
-    if snap["state"] == STATE_DISABLED:
+    if snap.state == STATE_DISABLED:
         words.append("(live activation is disabled)")
-    if snap["served_id"]:
-        if snap["result"] == RESULT_REFUSED:
-            words.append("(last request refused: %s)" % snap["message"])
-        elif snap["result"] == RESULT_UNKNOWN:
+    if snap.served_id:
+        if snap.result == RESULT_REFUSED:
+            words.append("(last request refused: %s)" % snap.message)
+        elif snap.result == RESULT_UNKNOWN:
             words.append("(last request had an unknown code)")
-        elif snap["result"] == RESULT_NO_FILE:
+        elif snap.result == RESULT_NO_FILE:
             words.append("(last request: the file could not be made: %s)"
-                         % os.strerror(snap["error"]))
-    return True, " ".join(words)
+                         % os.strerror(snap.error))
+    return Outcome(pid, True, " ".join(words), snapshot=snap)
 
 
 def _with_children(pids, children):
@@ -419,6 +452,18 @@ def _with_children(pids, children):
             if q not in out:
                 out.append(q)
     return out
+
+
+def _seconds(text):
+    """--timeout's type: a number of seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError("invalid float value: %r" % text)
+    if not value >= 0:  # NaN too: it would never expire
+        raise argparse.ArgumentTypeError(
+            "must be 0 seconds or more, not %r" % text)
+    return value
 
 
 def main(argv=None):
@@ -436,7 +481,8 @@ def main(argv=None):
                        help="also reach every descendant of each PID "
                             "(for example a pre-fork server's workers)")
         if timeout:
-            p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+            p.add_argument("--timeout", type=_seconds,
+                           default=DEFAULT_TIMEOUT,
                            metavar="S",
                            help="seconds to wait for each process to "
                                 "acknowledge (default %(default)s); a "
@@ -471,16 +517,16 @@ def main(argv=None):
     failed = 0
     if args.command == "status":
         for pid in pids:
-            ok, text = status(pid)
-            print(text, flush=True)
-            failed += not ok
+            out = status(pid)
+            print(out.text, flush=True)
+            failed += not out.ok
         return 1 if failed else 0
 
     if args.command == "activate":
         code = BACKEND_CODES[args.backend]
     else:
         code = REQ_DEACTIVATE
-    for out in request_all(pids, code, max(args.timeout, 0.0)):
+    for out in request_all(pids, code, args.timeout):
         stream = sys.stdout if out.ok else sys.stderr
         print(out.text, file=stream, flush=True)
         failed += not out.ok

@@ -205,6 +205,18 @@ class TestNotTaking(TargetMixin, unittest.TestCase):
         for command in ("activate", "deactivate", "status"):
             self.assertIn(command, proc.stdout)
 
+    def test_bad_timeout(self):
+        # refused by argparse (usage, exit 2) before any process is read
+        for value in ("-1", "-0.5", "nan", "soon"):
+            for command in ("activate", "deactivate"):
+                with self.subTest(command=command, timeout=value):
+                    proc, _, _ = requester(command, "--timeout", value, 1)
+                    self.assertEqual(proc.returncode, 2, proc.stderr)
+                    self.assertEqual(proc.stdout, "")
+                    self.assertIn("usage:", proc.stderr)
+                    self.assertIn("argument --timeout: ", proc.stderr)
+                    self.assertIn(repr(value), proc.stderr)
+
     def test_configured_as_asked(self):
         self.assertEqual(bool(sysconfig.get_config_var("Py_REMOTE_DEBUG")),
                          not CONFIGURED_WITHOUT)
@@ -303,9 +315,9 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.activate_ok(pid)
         self.assertTrue(self.ask_active(proc))
         block = self.block(pid)
-        self.assertEqual(block["active"], 1)
-        self.assertEqual(block["file"], ph.map_path(pid))
-        self.assertEqual(block["request"], 0)
+        self.assertEqual(block.active, 1)
+        self.assertEqual(block.file, ph.map_path(pid))
+        self.assertEqual(block.request, 0)
         self.assertTrue(any(n.startswith("py::hot_function:")
                             for n in ph.named_functions(pid)))
         out, _, _ = requester("status", pid)
@@ -316,7 +328,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), f"{pid}: deactivated")
         self.assertFalse(self.ask_active(proc))
-        self.assertEqual(self.block(pid)["active"], 0)
+        self.assertEqual(self.block(pid).active, 0)
         self.finish(proc)
 
     def test_never_releases_the_gil(self):
@@ -367,7 +379,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         out, _, _ = requester("activate", "--timeout", 1, pid)
         self.assertNotEqual(out.returncode, 0)
         self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
-        self.assertEqual(self.block(pid)["request"], pt.REQ_PERF)
+        self.assertEqual(self.block(pid).request, pt.REQ_PERF)
         self.assertTrue(self.ask_active(proc))
         # (not finish(): 3.11 aborts at exit on a sub-interpreter that a
         # daemon thread still holds)
@@ -387,10 +399,10 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertRegex(out.stderr, rf"^{pid}: perf not activated: its "
                                      rf"file could not be made \(")
         block = self.block(pid)
-        self.assertEqual(block["result"], pt.RESULT_NO_FILE)
-        self.assertNotEqual(block["error"], 0)
+        self.assertEqual(block.result, pt.RESULT_NO_FILE)
+        self.assertNotEqual(block.error, 0)
         self.assertFalse(self.ask_active(proc))
-        self.assertEqual(block["active"], 0)
+        self.assertEqual(block.active, 0)
         err = self.finish(proc)
         self.assertIn("RuntimeWarning", err)
         self.assertTrue(os.path.islink(path))
@@ -421,7 +433,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr)
         self.assertEqual(out.stdout.strip(), f"{pid}: perf /tmp/perf-1.map")
         self.assertTrue(self.ask_active(proc))
-        self.assertEqual(self.block(pid)["owner"], 1)
+        self.assertEqual(self.block(pid).pid, 1)
         self.finish(proc)
 
     def test_activate_twice(self):
@@ -447,7 +459,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         proc, pid = self.start(BUSY)
         self.activate_ok(pid)
         self.activate_ok(pid, backend="perf_jit")
-        self.assertEqual(self.block(pid)["active"], 2)
+        self.assertEqual(self.block(pid).active, 2)
         ph.forget_path(self, ph.jit_path(pid))
         self.finish(proc)
         ph.read_jitdump(ph.jit_path(pid), pid)
@@ -459,15 +471,15 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
         block = self.block(pid)
-        self.assertEqual(block["request"], pt.REQ_PERF)
+        self.assertEqual(block.request, pt.REQ_PERF)
         out, _, _ = requester("status", pid)
         self.assertIn("(request perf pending)", out.stdout)
         # it runs: the pending request is served
         self.assertTrue(self.ask_active(proc))
         block = self.block(pid)
-        self.assertEqual(block["request"], 0)
-        self.assertEqual(block["served_id"], block["request_id"])
-        self.assertEqual(block["active"], 1)
+        self.assertEqual(block.request, 0)
+        self.assertEqual(block.served_id, block.request_id)
+        self.assertEqual(block.active, 1)
         self.finish(proc)
 
     def test_blocked_then_woken(self):
@@ -497,9 +509,9 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertIn("(unknown request code 77 in the block)", out.stdout)
         self.assertFalse(self.ask_active(proc))
         block = self.block(pid)
-        self.assertEqual(block["request"], 0)
-        self.assertEqual(block["served_id"], 12345)
-        self.assertEqual(block["result"], pt.RESULT_UNKNOWN)
+        self.assertEqual(block.request, 0)
+        self.assertEqual(block.served_id, 12345)
+        self.assertEqual(block.result, pt.RESULT_UNKNOWN)
         out, _, _ = requester("status", pid)
         self.assertIn("(last request had an unknown code)", out.stdout)
         # and it still takes requests
@@ -543,7 +555,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         proc, pid = self.start(code, "-X", "perf")
         out, _, _ = requester("status", pid)
         self.assertIn(f"{pid}: ready active none", out.stdout)
-        self.assertEqual(self.block(pid)["file"], "")
+        self.assertEqual(self.block(pid).file, "")
         self.activate_ok(pid)
         self.assertTrue(self.ask_active(proc))
         self.finish(proc)
@@ -561,8 +573,8 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertNotEqual(out.returncode, 0)
         self.assertRegex(out.stderr, rf"^{pid}: refused: .*PEP 523")
         block = self.block(pid)
-        self.assertEqual(block["result"], pt.RESULT_REFUSED)
-        self.assertEqual(block["active"], 0)
+        self.assertEqual(block.result, pt.RESULT_REFUSED)
+        self.assertEqual(block.active, 0)
         out, _, _ = requester("status", pid)
         self.assertIn("(last request refused: ", out.stdout)
         self.assertFalse(self.ask_active(proc))
@@ -575,8 +587,8 @@ class TestRequests(TargetMixin, unittest.TestCase):
             self.assertIn(f"live activation is disabled in process {pid}",
                           out.stderr)
         block = self.block(pid)
-        self.assertEqual(block["state"], pt.STATE_DISABLED)
-        self.assertEqual((block["request"], block["request_id"]), (0, 0))
+        self.assertEqual(block.state, pt.STATE_DISABLED)
+        self.assertEqual((block.request, block.request_id), (0, 0))
         self.assertFalse(self.ask_active(proc))
         self.finish(proc)
 
@@ -614,10 +626,10 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.addCleanup(lambda: os.kill(child, signal.SIGKILL)
                         if os.path.exists(f"/proc/{child}") else None)
         block = self.block(child)
-        self.assertEqual(block["owner"], child)
-        self.assertEqual(block["request"], 0)
+        self.assertEqual(block.pid, child)
+        self.assertEqual(block.request, 0)
         self.activate_ok(child)
-        self.assertEqual(self.block(parent)["active"], 0)
+        self.assertEqual(self.block(parent).active, 0)
 
 
 @unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
