@@ -36,11 +36,10 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
    PEP 523 hook other than ours is installed, so calls must not be run by
    the evaluator itself (stock 3.11 behaviour).  PERF_TRAMPOLINE_HOOK: ours
    is, so a frame the instruction pushed goes through its trampoline.  The
-   hook is re-read rather than kept in a variable across the instruction:
-   a live variable would cost registers on the fast path, where the hook
-   is almost never set.  No __builtin_expect() in these tests either: with
-   it, GCC 12 lays out _PyEval_EvalFrameDefault() so that calls without
-   any hook cost two more instructions each (measured, callgrind). */
+   hook is re-read rather than kept in a variable across the instruction,
+   and the tests carry no __builtin_expect(): each form was measured, and
+   these cost the calls without a hook least (bench/RESULTS.md, "The
+   per-call cost: what was tried"). */
 #define PERF_TRAMPOLINE_OTHER_HOOK(tstate) \
     ((tstate)->interp->eval_frame != NULL \
      && (tstate)->interp->eval_frame != _PyPerfTrampoline_EvalFrame)
@@ -60,20 +59,16 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     } while (0)
 
 /* At `label`, which runs only once the instruction has seen a hook
-   (eval_frame not NULL): is the hook ours?  Read anew (volatile), or the
-   compiler keeps the value the instruction tested in a register for this
-   test, and the instruction pays one more instruction on every call
-   without any hook.  It is compared with a variable that holds our hook
-   once a backend has been activated (NULL before, when no hook can be
-   ours), not with the function's address: where that address is a
-   link-time constant (LTO), x86-64 must first put it in a register, and
-   GCC folds no volatile load into the comparison: one more instruction on
-   every trampolined call than the comparison with memory that a variable
-   gets (callgrind, PGO+LTO; without LTO the address is compared from its
-   GOT entry, in memory too).  The other tests (PERF_TRAMPOLINE_HOOK, and
-   specialize.c's) compare with the address: the two differ only if
-   someone installed _PyPerfTrampoline_EvalFrame without activating a
-   backend, when the calls deoptimize (slower, never wrong). */
+   (eval_frame not NULL): is the hook ours?  Read anew (volatile), so that
+   the compiler does not keep the value the instruction tested alive for
+   this test.  Compared with a variable that holds our hook once a backend
+   has been activated (NULL before, when no hook can be ours) rather than
+   with the function's address, which LTO makes a constant that x86-64
+   must first load into a register (bench/RESULTS.md, "GCC PGO+LTO").  The
+   other tests (PERF_TRAMPOLINE_HOOK, and specialize.c's) compare with the
+   address: the two differ only if someone installed
+   _PyPerfTrampoline_EvalFrame without activating a backend, when the
+   calls deoptimize (slower, never wrong). */
 extern PERF_TRAMPOLINE_HIDDEN _PyFrameEvalFunction _PyPerf_hook;
 #define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
     (*(_PyFrameEvalFunction volatile *)&(tstate)->interp->eval_frame \
@@ -87,10 +82,12 @@ typedef PyObject *(*_PyPerfTrampolineFunc)(
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 /* The co_extra index under which code objects keep their trampoline (-1
-   while there is none), and the layout of co_extra, which
-   Objects/codeobject.c keeps private: perf_trampoline.c checks at
-   activation that _PyPerfTrampoline_Of() reads what _PyCode_SetExtra()
-   wrote. */
+   while there is none), and the layout of co_extra.  3.11 defines that
+   layout (_PyCodeObjectExtra) inside Objects/codeobject.c, where no
+   other file can see it; moving it to a header would take a patch ahead
+   of every other one in the series, for two fields that 3.11.x will not
+   change.  So this is a copy, and perf_codes.c checks at activation
+   that _PyPerfTrampoline_Of() reads what _PyCode_SetExtra() wrote. */
 extern PERF_TRAMPOLINE_HIDDEN Py_ssize_t _PyPerf_code_index;
 typedef struct {
     Py_ssize_t size;
@@ -138,15 +135,14 @@ typedef struct {
    (-fPIE, or no PIC at all: such code cannot go into a shared object
    anyway): the variable is at a constant offset from the thread pointer,
    so the call path's test needs no instruction to load that offset first,
-   as initial-exec does (one instruction per trampolined call, callgrind).
+   as initial-exec does.
    Initial-exec for -fPIC code linked into an executable.  A shared
    libpython keeps the compiler's (dynamic) model, as stock 3.11's does:
    initial-exec would mark it STATIC_TLS, and a host that dlopen()s it
    (mod_wsgi, an editor's plugin) would fail to load it once glibc's small
    static TLS surplus is taken ("cannot allocate memory in static TLS
    block"; tools/abi/dlopen_host.sh checks).  There every access is a call
-   of __tls_get_addr() (15 more instructions per trampolined call,
-   measured): calls test a copy of the budget instead, below. */
+   of __tls_get_addr(): calls test a copy of the budget instead, below. */
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(Py_ENABLE_SHARED)
 #  if defined(__PIE__) || !defined(__PIC__)
 #    define PERF_TRAMPOLINE_TLS_MODEL __attribute__((tls_model("local-exec")))
@@ -167,9 +163,8 @@ extern PERF_TRAMPOLINE_HIDDEN _Thread_local _PyPerfStackBudget
    "fake stack" on the heap; nor __builtin_frame_address(0), which would
    make GCC give _PyEval_EvalFrameDefault a frame pointer.  Read in a
    volatile asm, where it is used, not kept in a register all along.  On
-   x86-64 the same asm subtracts *low straight from memory: written in C,
-   the evaluator (short of registers) loads both fields of the budget into
-   registers first, one instruction more in the test. */
+   x86-64 the same asm subtracts *low straight from memory, which C code
+   in the evaluator, short of registers, does not. */
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 static inline uintptr_t
 _PyPerf_StackAbove(const uintptr_t *low)
@@ -198,9 +193,7 @@ _PyPerf_StackAbove(const uintptr_t *low)
 #endif
 
 /* Is the caller's native frame, on the thread of `tstate`, within the
-   budget?  (Written without __builtin_expect: with it, GCC 12 allocates
-   the registers of _PyEval_EvalFrameDefault differently, and the calls of
-   the off path cost two more instructions each.) */
+   budget?  (No __builtin_expect(), as above.) */
 #ifndef Py_ENABLE_SHARED
 #define PERF_TRAMPOLINE_STACK_WITHIN(tstate) \
     (_PyPerf_StackAbove(&_PyPerf_stack_budget.low) \
@@ -252,57 +245,11 @@ extern void _PyPerfTrampoline_AfterForkChild(void);
    be written (the next trampoline or activation warns). */
 extern int _PyPerfTrampoline_Flush(void);
 
-/* Live activation (Python/perf_live.c): another process asks this one to
-   turn a backend on or off, through a control block it finds by its
-   symbol and writes with /proc/PID/mem.  The block is left out entirely
-   when configure ran with --without-remote-debug. */
+/* Live activation (Python/perf_live.c): the control block that other
+   processes read and write is in Include/internal/pycore_perf_live.h;
+   here, what ceval.c calls. */
+#include "pycore_perf_live.h"
 #ifdef Py_REMOTE_DEBUG
-#define _PyPerfLive_MAGIC "PyPerfL"     /* 8 bytes with its NUL */
-#define _PyPerfLive_VERSION 1
-
-/* state */
-#define _PyPerfLive_STARTING 0
-#define _PyPerfLive_READY 1
-#define _PyPerfLive_DISABLED 2
-#define _PyPerfLive_FINALIZING 3
-/* request */
-#define _PyPerfLive_NONE 0
-#define _PyPerfLive_ACTIVATE_PERF 1
-#define _PyPerfLive_ACTIVATE_PERF_JIT 2
-#define _PyPerfLive_DEACTIVATE 3
-/* result */
-#define _PyPerfLive_DONE 0
-#define _PyPerfLive_NO_FILE 1
-#define _PyPerfLive_REFUSED 2
-#define _PyPerfLive_UNKNOWN 3
-
-/* Fixed offsets, native byte order, every field naturally aligned (the
-   static assertions of Python/perf_live.c hold them); fields may be added
-   at the end only, with `size` growing and `version` kept.  Python/
-   perf_live.c's design comment describes each field. */
-typedef struct {
-    char magic[8];                      /*   0 */
-    uint32_t version;                   /*   8 */
-    uint32_t size;                      /*  12 */
-    uint64_t eval_breaker;              /*  16 */
-    volatile uint32_t state;            /*  24 */
-    volatile uint32_t pid;              /*  28 */
-    volatile uint32_t request;          /*  32 */
-    uint32_t reserved1;                 /*  36 */
-    volatile uint64_t request_id;       /*  40 */
-    volatile uint64_t served_id;        /*  48 */
-    volatile int32_t result;            /*  56 */
-    volatile int32_t error;             /*  60 */
-    volatile uint32_t active;           /*  64 */
-    uint32_t reserved2;                 /*  68 */
-    char file[256];                     /*  72 */
-    char message[128];                  /* 328 */
-} _PyPerfLiveBlock;                     /* 456 bytes */
-
-/* Exported (the dynamic symbol table of python and of libpython), so that
-   a requester finds it by name in the mapped file. */
-PyAPI_DATA(_PyPerfLiveBlock) _PyPerf_Live;
-
 /* For COMPUTE_EVAL_BREAKER() in ceval.c: a request waits for the main
    interpreter.  Not on any per-bytecode path: the breaker is recomputed
    only when one of its causes changes. */
