@@ -50,24 +50,25 @@
 
 _PyPerfArena *_PyPerf_arenas;
 
-/* Arena files: 1 while they work, 0 after the first failure. */
-static int use_files = 1;
-/* The failure that turned them off, until the core takes it. */
+/* Arena files: whether they are used, and the failure that turned them
+   off, until the core takes it. */
 static struct {
+    int use;                      /* 1 while they work, 0 after the first
+                                     failure */
     int pending;
     int err;
     const char *what;
-} file_failure;
+} files = {.use = 1};
 
 int
 _PyPerfArena_TakeFileFailure(const char **what)
 {
-    if (!file_failure.pending) {
+    if (!files.pending) {
         return 0;
     }
-    file_failure.pending = 0;
-    *what = file_failure.what;
-    return file_failure.err;
+    files.pending = 0;
+    *what = files.what;
+    return files.err;
 }
 
 /* Anonymous memory for `size` bytes of trampolines `slot_size` apart:
@@ -105,7 +106,7 @@ arena_new(size_t slot_size)
         long n = sysconf(_SC_PAGESIZE);
         page = n > 0 ? (size_t)n : 4096;
     }
-    size_t max = use_files ? FILE_ARENA_MAX_SIZE : ARENA_MAX_SIZE;
+    size_t max = files.use ? FILE_ARENA_MAX_SIZE : ARENA_MAX_SIZE;
     max = page > max ? page : max;
     size_t size = _PyPerf_arenas == NULL ? page : _PyPerf_arenas->size * 2;
     size = size < max ? size : max;
@@ -127,14 +128,14 @@ arena_new(size_t slot_size)
         goto fail;
     }
     char *mem = NULL;
-    if (use_files) {
+    if (files.use) {
         const char *what;
         a->elf = _PyPerfElf_New(nslots, slot_size, &mem, &what);
         if (a->elf == NULL) {
-            use_files = 0;
-            file_failure.pending = 1;
-            file_failure.err = errno;
-            file_failure.what = what;
+            files.use = 0;
+            files.pending = 1;
+            files.err = errno;
+            files.what = what;
         }
     }
     if (a->elf == NULL) {

@@ -71,27 +71,31 @@ check_extra_layout(void)
  *
  * To see that first call, the child takes a new co_extra index: every
  * code object then looks new to _PyPerfTrampoline_EvalFrame(), and
- * _PyPerf_NewTrampoline() finds its inherited trampoline under `base_index`
- * (the index of the first generation, which holds every trampoline
- * handed out in any generation), describes it and stores it under the
- * child's index.  Indexes are a limited resource (255 per interpreter,
- * one per generation: a child of a child takes another); when none is
- * left, or when asked to (PyUnstable_PerfTrampoline_SetPersistAfterFork),
- * the child describes everything at once, as a backend switch does. */
+ * _PyPerf_NewTrampoline() finds its inherited trampoline under
+ * forks.base_index (the index of the first generation, which holds every
+ * trampoline handed out in any generation), describes it and stores it
+ * under the child's index.  Indexes are a limited resource (255 per
+ * interpreter, one per generation: a child of a child takes another);
+ * when none is left, or when asked to
+ * (PyUnstable_PerfTrampoline_SetPersistAfterFork), the child describes
+ * everything at once, as a backend switch does. */
 
-/* co_extra index of the first generation; -1 until a child of fork()
-   takes an index of its own (until then it is _PyPerf_code_index). */
-static Py_ssize_t base_index = -1;
-/* One more in each child of fork(): slot records of an earlier one tell
-   what was described in the parent's files, and are not rewritten (that
-   would copy every page of them into the child). */
-static unsigned int generation;
+static struct {
+    /* co_extra index of the first generation; -1 until a child of fork()
+       takes an index of its own (until then it is _PyPerf_code_index). */
+    Py_ssize_t base_index;
+    /* One more in each child of fork(): slot records of an earlier one
+       tell what was described in the parent's files, and are not
+       rewritten (that would copy every page of them into the child). */
+    unsigned int generation;
+} forks = {.base_index = -1};
 
 /* Has backend `bit` described the slot in this process's file? */
 static inline int
 is_described(const _PyPerfSlot *info, int bit)
 {
-    return info->generation == generation && (info->described & (1 << bit));
+    return info->generation == forks.generation
+           && (info->described & (1 << bit));
 }
 
 /* The co_extra entry `index` of `code` (NULL when there is none). */
@@ -106,15 +110,15 @@ extra_at(PyCodeObject *code, Py_ssize_t index)
 }
 
 /* Make `tramp` the trampoline of `code`, in this process and (through
-   base_index) in its future children.  -1 with an exception set. */
+   forks.base_index) in its future children.  -1 with an exception set. */
 static int
 set_trampoline(PyCodeObject *code, char *tramp)
 {
     if (_PyCode_SetExtra((PyObject *)code, _PyPerf_code_index, tramp) < 0) {
         return -1;
     }
-    if (base_index >= 0 && base_index != _PyPerf_code_index
-        && _PyCode_SetExtra((PyObject *)code, base_index, tramp) < 0)
+    if (forks.base_index >= 0 && forks.base_index != _PyPerf_code_index
+        && _PyCode_SetExtra((PyObject *)code, forks.base_index, tramp) < 0)
     {
         /* Only a later child's shortcut is lost: it will give `code` a
            trampoline of its own. */
@@ -150,10 +154,10 @@ static char *
 inherited_trampoline(_PyPerfBackendState *st, PyCodeObject *code,
                      _PyPerfSlot **info_p)
 {
-    if (base_index < 0 || base_index == _PyPerf_code_index) {
+    if (forks.base_index < 0 || forks.base_index == _PyPerf_code_index) {
         return NULL;
     }
-    char *tramp = trampoline_at(st, code, base_index, info_p);
+    char *tramp = trampoline_at(st, code, forks.base_index, info_p);
     if (tramp == NULL) {
         return NULL;
     }
@@ -176,8 +180,8 @@ _PyPerfCode_TakeChildIndex(void)
     if (index < 0) {
         return -1;
     }
-    if (base_index < 0) {
-        base_index = _PyPerf_code_index;
+    if (forks.base_index < 0) {
+        forks.base_index = _PyPerf_code_index;
     }
     _PyPerf_code_index = index;
     return 0;
@@ -198,7 +202,7 @@ _PyPerfCode_DescribeRunning(_PyPerfBackendState *st)
          f = f->previous)
     {
         _PyPerfSlot *info;
-        char *tramp = trampoline_at(st, f->f_code, base_index, &info);
+        char *tramp = trampoline_at(st, f->f_code, forks.base_index, &info);
         if (tramp != NULL && !is_described(info, bit)
             && describe(st, tramp, info, bit) < 0)
         {
@@ -226,8 +230,8 @@ describe(_PyPerfBackendState *st, const char *tramp, _PyPerfSlot *info,
         _PyPerfCode_NewGeneration();
         return -1;
     }
-    if (info->generation != generation) {
-        info->generation = generation;
+    if (info->generation != forks.generation) {
+        info->generation = forks.generation;
         info->described = 0;
     }
     info->described |= (unsigned char)(1 << bit);
@@ -344,7 +348,7 @@ _PyPerfCode_Init(void)
 void
 _PyPerfCode_NewGeneration(void)
 {
-    generation++;
+    forks.generation++;
 }
 
 char *
@@ -377,7 +381,7 @@ void
 _PyPerfCode_Fini(void)
 {
     _PyPerf_code_index = -1;
-    base_index = -1;
+    forks.base_index = -1;
     _PyPerfArena_ForgetCodes();
 }
 

@@ -139,18 +139,18 @@ static struct {
     unsigned char unwind[128];    /* .eh_frame then .eh_frame_hdr */
     size_t unwind_size;
     size_t eh_frame_hdr_size;
-} jit;
+} dump;
 
 /* The kernel's id of the calling thread, asked for once per thread and
    process: the thread that forks keeps its cache in the child, where its
-   id is a new one (jit.pid is reset by jit_init() in the child). */
+   id is a new one (dump.pid is reset by jit_init() in the child). */
 static uint32_t
 thread_id(void)
 {
     static _Thread_local uint32_t tid, tid_pid;
-    if (tid_pid != jit.pid) {
+    if (tid_pid != dump.pid) {
         tid = (uint32_t)syscall(SYS_gettid);
-        tid_pid = jit.pid;
+        tid_pid = dump.pid;
     }
     return tid;
 }
@@ -172,11 +172,11 @@ timestamp(void)
 static int
 map_marker(_PyPerfFile *file, int fd)
 {
-    if (jit.marker != NULL) {
+    if (dump.marker != NULL) {
         /* Inherited from the parent across fork(): it names the parent's
            dump, not ours. */
-        munmap(jit.marker, jit.marker_size);
-        jit.marker = NULL;
+        munmap(dump.marker, dump.marker_size);
+        dump.marker = NULL;
     }
     size_t size = (size_t)sysconf(_SC_PAGESIZE);
     void *marker = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE,
@@ -192,8 +192,8 @@ map_marker(_PyPerfFile *file, int fd)
                 : " executable (the marker perf inject looks for)");
         return -1;
     }
-    jit.marker = marker;
-    jit.marker_size = size;
+    dump.marker = marker;
+    dump.marker_size = size;
     return 0;
 }
 
@@ -228,24 +228,24 @@ build_unwind_info(void)
     size_t size =
         (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
     size_t eh_frame_size, hdr_size;
-    if (_PyPerfUnwind_Table(1, 0, _Py_SIZE_ROUND_UP(size, 8), jit.unwind,
-                            sizeof(jit.unwind), &eh_frame_size,
+    if (_PyPerfUnwind_Table(1, 0, _Py_SIZE_ROUND_UP(size, 8), dump.unwind,
+                            sizeof(dump.unwind), &eh_frame_size,
                             &hdr_size) < 0)
     {
         return -1;
     }
-    jit.unwind_size = eh_frame_size + hdr_size;
-    jit.eh_frame_hdr_size = hdr_size;
+    dump.unwind_size = eh_frame_size + hdr_size;
+    dump.eh_frame_hdr_size = hdr_size;
     return 0;
 }
 
 static int
 jit_init(_PyPerfFile *file)
 {
-    if (jit.unwind_size == 0 && build_unwind_info() < 0) {
+    if (dump.unwind_size == 0 && build_unwind_info() < 0) {
         return -1;
     }
-    jit.pid = (uint32_t)getpid();
+    dump.pid = (uint32_t)getpid();
     if (_PyPerfFile_Kept(file)) {
         /* Reopened in the same process (the interpreter was finalized
            and initialized again): the header is there, and so are the
@@ -260,7 +260,7 @@ jit_init(_PyPerfFile *file)
         .version = JITDUMP_VERSION,
         .total_size = sizeof(jit_header),
         .elf_mach = _PyPerf_elf_machine,
-        .pid = jit.pid,
+        .pid = dump.pid,
         .timestamp = timestamp(),
         .flags = 0,
     };
@@ -306,20 +306,20 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
     };
     jit_unwinding_info ui = {
         .rec = {JIT_CODE_UNWINDING_INFO,
-                (uint32_t)(sizeof(ui) + jit.unwind_size), now},
-        .unwind_data_size = jit.unwind_size,
-        .eh_frame_hdr_size = jit.eh_frame_hdr_size,
-        .mapped_size = jit.unwind_size,
+                (uint32_t)(sizeof(ui) + dump.unwind_size), now},
+        .unwind_data_size = dump.unwind_size,
+        .eh_frame_hdr_size = dump.eh_frame_hdr_size,
+        .mapped_size = dump.unwind_size,
     };
     jit_code_load cl = {
         .rec = {JIT_CODE_LOAD,
                 (uint32_t)(sizeof(cl) + name_len + size), now},
-        .pid = jit.pid,
+        .pid = dump.pid,
         .tid = thread_id(),
         .vma = addr,
         .code_addr = addr,
         .code_size = size,
-        .code_index = jit.code_index,
+        .code_index = dump.code_index,
     };
 
     /* The three records, in the order perf needs them, assembled as one
@@ -341,7 +341,7 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
         put(&p, fname, fname_len);
     }
     put(&p, &ui, sizeof(ui));
-    put(&p, jit.unwind, jit.unwind_size);
+    put(&p, dump.unwind, dump.unwind_size);
     put(&p, &cl, sizeof(cl));
     put(&p, name, name_len);
     put(&p, code, size);
@@ -349,7 +349,7 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
     if (_PyPerfFile_Commit(file, total) < 0) {
         return -1;
     }
-    jit.code_index++;
+    dump.code_index++;
     return 0;
 }
 
@@ -358,9 +358,9 @@ jit_fini(_PyPerfFile *file)
 {
     jit_record close_rec = {JIT_CODE_CLOSE, sizeof(jit_record), timestamp()};
     (void)_PyPerfFile_Append(file, &close_rec, sizeof(close_rec));
-    if (jit.marker != NULL) {
-        munmap(jit.marker, jit.marker_size);
-        jit.marker = NULL;
+    if (dump.marker != NULL) {
+        munmap(dump.marker, dump.marker_size);
+        dump.marker = NULL;
     }
 }
 
@@ -371,7 +371,7 @@ jit_fini(_PyPerfFile *file)
 static size_t
 jit_bytes_per_code(size_t code_size)
 {
-    return _Py_SIZE_ROUND_UP(code_size, 8) + jit.unwind_size;
+    return _Py_SIZE_ROUND_UP(code_size, 8) + dump.unwind_size;
 }
 
 const _PyPerfBackend _PyPerf_JitDumpBackend = {

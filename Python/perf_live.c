@@ -144,7 +144,7 @@ _PyPerfLiveBlock _PyPerf_Live = {
 /* Copy `text` into a field of `size` bytes, cut, NUL-terminated, the rest
    zeroed (a reader never sees the tail of an older text). */
 static void
-put_text(char *field, size_t size, const char *text)
+put_field(char *field, size_t size, const char *text)
 {
     size_t len = strlen(text);
     if (len >= size) {
@@ -158,7 +158,7 @@ put_text(char *field, size_t size, const char *text)
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 static void
-refresh(void)
+publish_active(void)
 {
     _PyPerfLiveBlock *b = &_PyPerf_Live;
     const _PyPerfBackend *be = _PyPerf_Active();
@@ -174,13 +174,13 @@ refresh(void)
        while `file` changes. */
     b->active = 0;
     STORE_FENCE();
-    put_text(b->file, sizeof(b->file), file);
+    put_field(b->file, sizeof(b->file), file);
     STORE_FENCE();
     b->active = active;
 }
 
 static void
-observe(int event)
+on_core_event(int event)
 {
     if (event == _PyPerf_FINALIZED) {
         /* The interpreter may not run Python code again: no more pokes. */
@@ -188,11 +188,11 @@ observe(int event)
         STORE_FENCE();
         _PyPerf_Live.eval_breaker = 0;
     }
-    refresh();
+    publish_active();
 }
 #else
 static void
-refresh(void)
+publish_active(void)
 {
 }
 #endif
@@ -213,17 +213,19 @@ atfork_child(void)
    a requester that comes during start-up (site, .pth files,
    sitecustomize) then waits for "ready" rather than refusing a block
    that names no process. */
+#if defined(__GNUC__) || defined(__clang__)
 __attribute__((constructor)) static void
 name_the_owner(void)
 {
     _PyPerf_Live.pid = (uint32_t)getpid();
 }
+#endif
 
 /* -X disable_remote_debug (with or without a value) or a non-empty
    PYTHON_DISABLE_REMOTE_DEBUG (unless -E or -I), as CPython 3.14 names
    them. */
 static int
-disabled(const PyConfig *config)
+opted_out(const PyConfig *config)
 {
     static const wchar_t name[] = L"disable_remote_debug";
     size_t len = wcslen(name);
@@ -251,16 +253,16 @@ _PyPerfLive_Start(const PyConfig *config)
     b->pid = (uint32_t)getpid();
     b->request = 0;
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    _PyPerf_observer = observe;
+    _PyPerf_observer = on_core_event;
 #endif
-    refresh();
+    publish_active();
     /* Also when disabled: a child must say "disabled" as its own. */
     if (!atfork_registered
         && pthread_atfork(NULL, NULL, atfork_child) == 0)
     {
         atfork_registered = 1;
     }
-    if (disabled(config)) {
+    if (opted_out(config)) {
         b->state = _PyPerfLive_DISABLED;
         return;
     }
@@ -292,7 +294,7 @@ take_exception(PyThreadState *tstate, char *buf, size_t size)
     if (text == NULL || text[0] == '\0') {
         text = exc != NULL ? ((PyTypeObject *)exc)->tp_name : "error";
     }
-    put_text(buf, size, text);
+    put_field(buf, size, text);
     Py_XDECREF(str);
     Py_XDECREF(exc);
     Py_XDECREF(val);
@@ -316,7 +318,7 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
         return _PyPerfLive_UNKNOWN;
     }
     if (b->state != _PyPerfLive_READY) {
-        put_text(message, size,
+        put_field(message, size,
                  b->state == _PyPerfLive_DISABLED
                  ? "live activation is disabled in this process"
                  : b->state == _PyPerfLive_FINALIZING
@@ -346,7 +348,7 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
 #else
     (void)tstate;
     (void)error;
-    put_text(message, size,
+    put_field(message, size,
              "perf trampolines are not available on this platform");
     return _PyPerfLive_REFUSED;
 #endif
@@ -386,10 +388,10 @@ _PyPerfLive_Serve(PyThreadState *tstate)
     }
     _PyErr_Restore(tstate, exc, val, tb);
 
-    refresh();
+    publish_active();
     b->result = result;
     b->error = error;
-    put_text(b->message, sizeof(b->message), message);
+    put_field(b->message, sizeof(b->message), message);
     STORE_FENCE();
     b->served_id = id;
     serving = 0;

@@ -169,15 +169,15 @@ static struct {
     size_t len;
     size_t file_at;
     char name[_PyPerf_NAME_MAX + 1];
-} last;
+} last_name;
 
 size_t
 _PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
 {
-    if (co == last.code && co != NULL) {
-        memcpy(buf, last.name, last.len + 1);
-        *file_at = last.file_at;
-        return last.len;
+    if (co == last_name.code && co != NULL) {
+        memcpy(buf, last_name.name, last_name.len + 1);
+        *file_at = last_name.file_at;
+        return last_name.len;
     }
     /* "py::" QUALNAME ":" FILENAME, at most _PyPerf_NAME_MAX bytes */
     char *p = buf;
@@ -189,18 +189,18 @@ _PyPerf_SymbolName(PyCodeObject *co, char *buf, size_t *file_at)
     p += put_text(p, _PyPerf_NAME_MAX - (size_t)(p - buf), co->co_filename);
     *p = '\0';
     size_t len = (size_t)(p - buf);
-    memcpy(last.name, buf, len + 1);
-    last.len = len;
-    last.file_at = *file_at;
-    last.code = co;
+    memcpy(last_name.name, buf, len + 1);
+    last_name.len = len;
+    last_name.file_at = *file_at;
+    last_name.code = co;
     return len;
 }
 
 void
 _PyPerf_ForgetName(PyCodeObject *co)
 {
-    if (co == last.code || co == NULL) {
-        last.code = NULL;
+    if (co == last_name.code || co == NULL) {
+        last_name.code = NULL;
     }
 }
 

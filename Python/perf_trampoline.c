@@ -139,7 +139,15 @@ static struct {
                                      trampoline, or deactivation, gives
                                      it */
     backend_state *flush_failed;  /* whose */
-} perf = {
+    int activating_after_fork;    /* set while a child of fork()
+                                     re-activates its parent's backend */
+    int in_child_hooks;           /* set in a child of fork() while
+                                     PyOS_AfterFork_Child() runs the
+                                     at-fork hooks: new code objects that
+                                     they call run without a trampoline
+                                     until the files have moved, after the
+                                     hooks */
+} core = {
     .backends = {
         {&_PyPerf_MapBackend, NULL, 0, 0},
         {&_PyPerf_JitDumpBackend, NULL, 0, 1},
@@ -157,15 +165,12 @@ notify(int event)
     }
 }
 
-/* Set while a child of fork() re-activates its parent's backend. */
-static int activating_after_fork;
-
 /* What _PyPerf_Activate() describes: every live trampoline, or only the
    running ones when a child of fork() re-activates its parent's backend. */
 static int
 describe_activated(backend_state *st)
 {
-    int r = activating_after_fork ? _PyPerfCode_DescribeRunning(st)
+    int r = core.activating_after_fork ? _PyPerfCode_DescribeRunning(st)
                                   : _PyPerfCode_DescribeAll(st);
     if (r == 0 && _PyPerfFile_Flush(st->file) < 0) {
         /* Records marked written were not: all of them again, next
@@ -184,11 +189,11 @@ static void
 flush_files(void)
 {
     for (int i = 0; i < NBACKENDS; i++) {
-        if (perf.backends[i].file != NULL
-            && _PyPerfFile_Flush(perf.backends[i].file) < 0)
+        if (core.backends[i].file != NULL
+            && _PyPerfFile_Flush(core.backends[i].file) < 0)
         {
-            perf.flush_errno = errno ? errno : EIO;
-            perf.flush_failed = &perf.backends[i];
+            core.flush_errno = errno ? errno : EIO;
+            core.flush_failed = &core.backends[i];
             _PyPerfCode_NewGeneration();
         }
     }
@@ -199,7 +204,7 @@ _PyPerfTrampoline_Flush(void)
 {
     pthread_mutex_lock(&_PyPerf_files_lock);
     flush_files();
-    int failed = perf.flush_errno != 0;
+    int failed = core.flush_errno != 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
     return failed ? -1 : 0;
 }
@@ -215,17 +220,17 @@ static void
 atfork_child(void)
 {
     for (int i = 0; i < NBACKENDS; i++) {
-        if (perf.backends[i].file != NULL) {
-            _PyPerfFile_Drop(perf.backends[i].file);
+        if (core.backends[i].file != NULL) {
+            _PyPerfFile_Drop(core.backends[i].file);
         }
     }
     _PyPerfArena_MarkInherited();
     /* (a block the parent could not write is the parent's to report) */
-    perf.flush_errno = 0;
+    core.flush_errno = 0;
     /* Taken by atfork_prepare() in the thread that forked, which is the
        child's only thread. */
     pthread_mutex_unlock(&_PyPerf_files_lock);
-    perf.forked = 1;
+    core.forked = 1;
 }
 
 /* fork() waits for the other threads to leave _PyPerf_files_lock: the
@@ -252,7 +257,7 @@ atfork_parent(void)
 static void
 leave_parent_files(void)
 {
-    perf.forked = 0;
+    core.forked = 0;
     _PyPerfCode_NewGeneration();
 }
 
@@ -260,8 +265,8 @@ static backend_state *
 find_backend(const char *name)
 {
     for (int i = 0; i < NBACKENDS; i++) {
-        if (strcmp(perf.backends[i].backend->name, name) == 0) {
-            return &perf.backends[i];
+        if (strcmp(core.backends[i].backend->name, name) == 0) {
+            return &core.backends[i];
         }
     }
     return NULL;
@@ -273,14 +278,14 @@ static int
 open_backend(backend_state *st)
 {
     /* Before any file is open: a forked child must not write to it. */
-    if (!perf.atfork_registered) {
+    if (!core.atfork_registered) {
         int rc = pthread_atfork(atfork_prepare, atfork_parent,
                                 atfork_child);
         if (rc != 0) {
             errno = rc;
             return -1;
         }
-        perf.atfork_registered = 1;
+        core.atfork_registered = 1;
     }
     if (st->file == NULL) {
         st->file = _PyPerfFile_New();
@@ -304,19 +309,19 @@ open_backend(backend_state *st)
     return 0;
 }
 
-/* Callers hold _PyPerf_files_lock: _PyPerf_CloseMap() reads perf.active
+/* Callers hold _PyPerf_files_lock: _PyPerf_CloseMap() reads core.active
    under it. */
 static void
 deactivate_locked(void)
 {
     PyInterpreterState *interp = _PyInterpreterState_Main();
-    if (perf.active == NULL) {
+    if (core.active == NULL) {
         return;
     }
     if (interp->eval_frame == _PyPerfTrampoline_EvalFrame) {
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
-    perf.active = NULL;
+    core.active = NULL;
     /* The records that wait: readers of an inactive process's files
        expect them all. */
     flush_files();
@@ -327,9 +332,9 @@ void
 _PyPerf_WarnLostRecords(void)
 {
     pthread_mutex_lock(&_PyPerf_files_lock);
-    int err = perf.flush_errno;
-    backend_state *st = perf.flush_failed;
-    perf.flush_errno = 0;
+    int err = core.flush_errno;
+    backend_state *st = core.flush_failed;
+    core.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (err != 0) {
         errno = err;
@@ -364,7 +369,7 @@ refuse_activation(PyInterpreterState *interp)
                         "frame evaluator (PEP 523) is already installed");
         return -1;
     }
-    if (perf.finalized) {
+    if (core.finalized) {
         /* The files are complete (the dump ends with its CLOSE record),
            and nothing would complete them again. */
         PyErr_SetString(PyExc_RuntimeError,
@@ -401,13 +406,13 @@ switch_to(backend_state *st, PyInterpreterState *interp)
            backend's spacing (Python/perf_codes.c), which the backend that
            stays active has not described: it does now, or they would run
            unnamed from then on. */
-        if (perf.active != NULL && perf.active != st && !perf.forked) {
-            (void)_PyPerfCode_DescribeAll(perf.active);
+        if (core.active != NULL && core.active != st && !core.forked) {
+            (void)_PyPerfCode_DescribeAll(core.active);
         }
     }
     if (result == SWITCHED) {
         deactivate_locked();
-        perf.active = st;
+        core.active = st;
         _PyPerf_hook = _PyPerfTrampoline_EvalFrame;
         _PyInterpreterState_SetEvalFrameFunc(interp,
                                              _PyPerfTrampoline_EvalFrame);
@@ -431,7 +436,7 @@ _PyPerf_Activate(const char *name)
     if (refuse_activation(interp) < 0) {
         return -1;
     }
-    if (st == perf.active && !perf.forked
+    if (st == core.active && !core.forked
         && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
     {
         /* Already on: the records that wait in a block go out, so that a
@@ -443,7 +448,7 @@ _PyPerf_Activate(const char *name)
     if (_PyPerf_code_index < 0 && _PyPerfCode_Init() < 0) {
         return -1;
     }
-    if (perf.forked) {
+    if (core.forked) {
         leave_parent_files();
     }
     switch_result result = switch_to(st, interp);
@@ -469,79 +474,74 @@ _PyPerf_Activate(const char *name)
 const _PyPerfBackend *
 _PyPerf_Active(void)
 {
-    return perf.active != NULL ? perf.active->backend : NULL;
+    return core.active != NULL ? core.active->backend : NULL;
 }
 
 void
 _PyPerf_AllowActivation(void)
 {
-    perf.finalized = 0;
+    core.finalized = 0;
 }
 
 void
 _PyPerf_SetPersistAfterFork(int enable)
 {
-    perf.persist_after_fork = enable;
+    core.persist_after_fork = enable;
 }
 
 _PyPerfFile *
 _PyPerf_OpenMap(void)
 {
-    backend_state *st = &perf.backends[0];
+    backend_state *st = &core.backends[0];
     return open_backend(st) < 0 ? NULL : st->file;
 }
 
 void
 _PyPerf_CloseMap(void)
 {
-    backend_state *st = &perf.backends[0];
-    if (perf.active != st && st->file != NULL
+    backend_state *st = &core.backends[0];
+    if (core.active != st && st->file != NULL
         && _PyPerfFile_IsOpen(st->file))
     {
         _PyPerfFile_Close(st->file);
     }
 }
 
-/* Set in a child of fork() while PyOS_AfterFork_Child() runs the at-fork
-   hooks: new code objects that they call run without a trampoline until
-   the files have moved, after the hooks. */
-static int in_child_hooks;
-
 void
 _PyPerfTrampoline_BeforeForkChildHooks(void)
 {
-    in_child_hooks = perf.forked;
+    core.in_child_hooks = core.forked;
 }
 
 void
 _PyPerfTrampoline_AfterForkChild(void)
 {
-    in_child_hooks = 0;
-    if (!perf.forked) {
+    core.in_child_hooks = 0;
+    if (!core.forked) {
         return;
     }
-    backend_state *st = perf.active;
+    backend_state *st = core.active;
     leave_parent_files();
     if (st != NULL) {
         _PyPerf_Deactivate();
         /* Asked to persist what it inherited (the C API), or without an
            index of its own, the child describes all of it at once. */
-        activating_after_fork = !perf.persist_after_fork
+        core.activating_after_fork = !core.persist_after_fork
                                 && _PyPerfCode_TakeChildIndex() == 0;
         if (_PyPerf_Activate(st->backend->name) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
-        activating_after_fork = 0;
+        core.activating_after_fork = 0;
     }
 }
 
 void
 _PyPerfTrampoline_Fini(void)
 {
-    if (perf.forked) {
+    if (core.forked) {
         /* A child that never moved to its own files: nothing to close. */
         leave_parent_files();
-        perf.active = NULL;
+        core.active = NULL;
         notify(_PyPerf_CHANGED);
     }
     PyObject *exc, *val, *tb;
@@ -549,7 +549,7 @@ _PyPerfTrampoline_Fini(void)
     _PyPerf_Deactivate();
     pthread_mutex_lock(&_PyPerf_files_lock);
     for (int i = 0; i < NBACKENDS; i++) {
-        backend_state *st = &perf.backends[i];
+        backend_state *st = &core.backends[i];
         if (st->file != NULL && _PyPerfFile_IsOpen(st->file)) {
             st->backend->fini(st->file);
             _PyPerfFile_Close(st->file);
@@ -567,7 +567,7 @@ _PyPerfTrampoline_Fini(void)
     /* Until the next initialization (embedding applications may have
        one): finalizers still run Python code, and may call
        sys.activate_stack_trampoline(). */
-    perf.finalized = 1;
+    core.finalized = 1;
     notify(_PyPerf_FINALIZED);
 }
 
@@ -589,17 +589,17 @@ warn_arena_files(int err, const char *what)
 py_trampoline
 _PyPerf_NewTrampoline(PyCodeObject *code)
 {
-    if (perf.forked) {
-        if (in_child_hooks) {
+    if (core.forked) {
+        if (core.in_child_hooks) {
             return NULL;
         }
         /* fork() without PyOS_AfterFork_Child(): move files now. */
         _PyPerfTrampoline_AfterForkChild();
-        if (perf.active == NULL) {
+        if (core.active == NULL) {
             return NULL;
         }
     }
-    backend_state *st = perf.active;
+    backend_state *st = core.active;
     _PyPerfSlot *info;
     char *tramp = _PyPerfCode_Trampoline(st, code, &info);
     /* Off before the warning, whose Python code (a showwarning(), a
@@ -626,12 +626,12 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     int failed = _PyPerfCode_Describe(st, tramp, info) < 0;
     int saved = errno;
     backend_state *blame = st;
-    if (!failed && perf.flush_errno != 0) {
+    if (!failed && core.flush_errno != 0) {
         failed = 1;
-        saved = perf.flush_errno;
-        blame = perf.flush_failed;
+        saved = core.flush_errno;
+        blame = core.flush_failed;
     }
-    perf.flush_errno = 0;
+    core.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (failed) {
         _PyPerf_Deactivate();
@@ -664,7 +664,7 @@ eval_frame_new_code(PyThreadState *tstate, _PyInterpreterFrame *frame,
                     int throwflag)
 {
     py_trampoline tramp = NULL;
-    if (perf.active != NULL) {
+    if (core.active != NULL) {
         if (_PyErr_Occurred(tstate)) {
             /* generator.throw() enters its frame with the exception set;
                nothing here may lose it. */
