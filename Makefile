@@ -236,7 +236,8 @@ check-install: $(BUILD)/python
 	$(CLEAN_ENV) tools/check-install.sh $(BUILD) $(INSTALL_DIR) examples/demo.py
 
 # The patched tree built as distributions build it with GCC: PGO trained
-# by CPython's own profile task (which never runs -X perf), then LTO.
+# by CPython's own profile task (which never runs -X perf) and by
+# Lib/test/perf_pgo_task.py under -X perf (patch 0013), then LTO.
 # tools/check-pgo.sh prints the per-call figures and runs perf and the
 # perf tests with it.
 check-pgo: $(BUILD)/python

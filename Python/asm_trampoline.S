@@ -1,16 +1,21 @@
 /*
  * cpython-perf: the template of the perf trampoline.
  *
- * Python/perf_trampoline.c copies the bytes between
- * _Py_trampoline_func_start and _Py_trampoline_func_end once per code
- * object, so that each Python function has a native address range of its
- * own that perf can name.  A copy is called as
+ * Every trampoline is a copy of the bytes between
+ * _Py_trampoline_func_start and _Py_trampoline_func_end.
+ * _PyPerf_FillSlots() (Python/perf_internal.h) fills each new arena with
+ * copies, one per slot (Python/perf_arena.c for arenas in anonymous
+ * memory, Python/perf_elf.c for arena files), and each code object is
+ * given a slot of its own, so that each Python function has a native
+ * address range of its own that perf can name.  A copy is called as
  *
  *     PyObject *tramp(PyThreadState *tstate, _PyInterpreterFrame *frame,
  *                     int throwflag, evaluator eval);
  *
  * and tail-calls nothing: it calls eval(tstate, frame, throwflag) with the
  * arguments it received, still in their registers, and returns its result.
+ * (The C type is _PyPerfTrampolineFunc, in
+ * Include/internal/pycore_perf_trampoline.h.)
  *
  * It must stay position independent (it runs from many addresses) and it
  * builds a full frame record: frame-pointer unwinding goes from the
@@ -18,8 +23,13 @@
  * called it.  A trampoline that leaves the frame pointer alone hides its
  * caller from `perf record -g`, one native frame lost per Python call.
  *
- * Python/perf_jit_trampoline.c describes these instructions to perf in
- * DWARF (.eh_frame); keep its unwind table in step with any change here.
+ * Python/perf_unwind.c describes these instructions in DWARF (.eh_frame)
+ * for the jitdump, the arena files and the debuggers' objects.  It
+ * checks the template's bytes against the instructions it knows, per
+ * architecture, and refuses (ENOEXEC) a template that differs: a change
+ * here needs the same change to its tables, and to configure's probe
+ * (configure.ac.fragment), which checks that the assembler accepts these
+ * instructions.
  */
 
 /* A GNU property note (NT_GNU_PROPERTY_TYPE_0) with one 4-byte property,
@@ -193,7 +203,7 @@ _Py_trampoline_func_end:
  * the saved pair: ra at fp-8, the caller's fp at fp-16; that is what
  * frame-pointer unwinders follow.  Compressed encodings are turned off
  * here, so that the template's bytes do not depend on the assembler's
- * -march (Python/perf_jit_trampoline.c checks them word by word).
+ * -march (Python/perf_unwind.c checks them word by word).
  *
  *  offset  instruction          CFA      ra       s0
  *  0       addi sp, sp, -16     sp       same     same

@@ -12,10 +12,11 @@
  * not a trampoline backend is active.  Their lines are assembled here,
  * outside _PyPerf_files_lock, and appended under it.
  *
- * The sys functions stay here rather than in Python/sysmodule.c, as
- * CPython 3.12+ has them (through Argument Clinic): sysmodule.c then
- * needs one small hunk (patches/0003), and the functions stay next to the
- * rest of the subsystem, with its stubs where there are no trampolines.
+ * The sys functions are here, where CPython 3.12+ has them in
+ * Python/sysmodule.c: sysmodule.c then needs one small hunk
+ * (patches/0003), and the functions, their Argument Clinic code
+ * (Python/clinic/perf_api.c.h) and their stubs where there are no
+ * trampolines stay next to the rest of the subsystem.
  *
  * This file calls the core (Python/perf_trampoline.c: activation, the
  * map's file), the writer, the hex of the symbol names and the start-up

@@ -1,7 +1,8 @@
 #!/bin/sh
 # check-pgo.sh: the patched tree built as packagers build it with GCC,
 # `./configure --enable-optimizations --with-lto` (PGO trained by CPython's
-# own profile task, without -X perf, then LTO), and checked there.
+# own profile task, then by Lib/test/perf_pgo_task.py under -X perf: patch
+# 0013; then LTO), and checked there.
 #
 #   tools/check-pgo.sh SRC OBJDIR JOBS
 #
@@ -12,7 +13,7 @@
 #     fib(20), divided by the calls between the two) without the flag, and
 #     what -X perf adds to each: profile feedback that never saw -X perf
 #     must not make the trampolined call path cost more than on the -O3
-#     build (patch 0002 says how the path is kept hot);
+#     build (patch 0013 says how the path is kept hot);
 #   - `perf record -g` of examples/demo.py under -X perf names py::baz <-
 #     py::bar <- py::foo in at least 90% of the samples in foo
 #     (tools/perf-chain.py --record);

@@ -53,8 +53,11 @@ new_files_of() {
                  Python/perf_names.c Python/perf_stack.c Python/perf_api.c \
                  Python/perf_live.c \
                  Python/perf_internal.h \
+                 Python/clinic/perf_api.c.h \
                  Python/asm_trampoline.S Include/internal/pycore_perf_trampoline.h \
-                 Lib/test/perf_pgo_task.py ;;
+                 Include/internal/pycore_perf_live.h ;;
+        0013-build-train-pgo-*)
+            echo Lib/test/perf_pgo_task.py ;;
         0011-live-activation-*)
             echo Lib/perf_trampoline.py Lib/_perf_remote.py ;;
         tests) echo 'Lib/test/*' ;;
