@@ -187,8 +187,8 @@ _PyPerfCode_TakeChildIndex(void)
     return 0;
 }
 
-static int describe(_PyPerfBackendState *st, const char *tramp,
-                    _PyPerfSlot *info, int bit);
+static int write_slot_record(_PyPerfBackendState *st, const char *tramp,
+                             _PyPerfSlot *info, int bit);
 
 /* Describe the trampolines of the frames on this thread's stack (after
    fork(), the only thread).  Inherited trampolines entered later are
@@ -204,7 +204,7 @@ _PyPerfCode_DescribeRunning(_PyPerfBackendState *st)
         _PyPerfSlot *info;
         char *tramp = trampoline_at(st, f->f_code, forks.base_index, &info);
         if (tramp != NULL && !is_described(info, bit)
-            && describe(st, tramp, info, bit) < 0)
+            && write_slot_record(st, tramp, info, bit) < 0)
         {
             return -1;
         }
@@ -212,10 +212,11 @@ _PyPerfCode_DescribeRunning(_PyPerfBackendState *st)
     return 0;
 }
 
-/* Describe one slot to the active backend. */
+/* Write the record of one slot to the backend of `st`, and mark the slot
+   described by it. */
 static int
-describe(_PyPerfBackendState *st, const char *tramp, _PyPerfSlot *info,
-         int bit)
+write_slot_record(_PyPerfBackendState *st, const char *tramp,
+                  _PyPerfSlot *info, int bit)
 {
     /* A trampoline in an arena file is named there: its record may wait
        for others (one write() for many); one in anonymous memory has
@@ -304,7 +305,7 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
                 continue;
             }
             if (a->slot_size < st->slot_size) {
-                if (running && describe(st, tramp, info, bit) < 0) {
+                if (running && write_slot_record(st, tramp, info, bit) < 0) {
                     rc = -1;
                     continue;
                 }
@@ -319,7 +320,7 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
                     continue;
                 }
             }
-            if (describe(st, tramp, info, bit) < 0) {
+            if (write_slot_record(st, tramp, info, bit) < 0) {
                 /* On through the arenas, to clear the marks. */
                 rc = -1;
             }
@@ -369,7 +370,7 @@ _PyPerfCode_Describe(_PyPerfBackendState *st, const char *tramp,
     if (is_described(info, st->bit)) {
         return 0;
     }
-    return describe(st, tramp, info, st->bit);
+    return write_slot_record(st, tramp, info, st->bit);
 }
 
 /* The next interpreter (Py_Initialize() again) hands out co_extra indexes

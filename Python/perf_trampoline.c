@@ -95,6 +95,37 @@
  *
  * (The core calls the backends only through their interface, and the
  * backends call only the writer, the symbol names and the unwind table.)
+ * perf_api.c is named for its callers, the users of the interpreter;
+ * perf_codes.c for what it keeps, a record per code object that has a
+ * trampoline.
+ *
+ * The backends are a closed set, on purpose: the two that CPython 3.12+
+ * has, under the same names (-X perf, -X perf_jit, sys's "perf" and
+ * "perf_jit"), each with a fixed code in the live activation block (1
+ * and 2, Include/internal/pycore_perf_live.h).  So the core tests which
+ * one is active by its address (perf_live.c's publish_active()), and a
+ * third would be added in three places: the table of backends below, the
+ * block's codes, and Lib/perf_trampoline.py.
+ *
+ * State
+ * -----
+ * Each file keeps its state in one static struct of its own, named for
+ * what it holds (this file's `core`, perf_arena.c's `files`,
+ * perf_codes.c's `forks`, perf_jit_trampoline.c's `dump`, ...), and
+ * resets it in a function of its own, called down the layers from this
+ * file at the two points where state changes hands.  In the child of
+ * fork(): atfork_child() here (in the fork() call itself: descriptors
+ * and mappings of the parent's files, down through
+ * _PyPerfArena_MarkInherited() and _PyPerfElf_AfterFork()), then
+ * _PyPerfTrampoline_AfterForkChild() (the new generation of records, the
+ * files of the child's own).  At finalization: _PyPerfTrampoline_Fini().
+ * perf_live.c alone registers an at-fork handler of its own: it is built
+ * where trampolines are not.  The few variables outside such structs are read on the call path
+ * (_PyPerf_hook, _PyPerf_code_index, the stack budget: ceval.c reads them
+ * through Include/internal/pycore_perf_trampoline.h, where a struct
+ * member would cost an address computation) or by other processes and
+ * debuggers (_PyPerf_Live, __jit_debug_descriptor, which their readers
+ * find by name).
  */
 
 #include "Python.h"
