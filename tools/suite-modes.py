@@ -26,6 +26,14 @@ least two processes
 (regrtest's workers are child processes): otherwise the variable did not
 reach them, and that is a failure.
 
+The off mode must also pass on its own: a test that fails in it (and so,
+most likely, in every mode, which the comparison cannot see) is a failure
+of the run, unless --known lists it for (off).  The suite runs with
+SIGINT and SIGQUIT at their default disposition: a job started in the
+background by a non-interactive shell inherits them ignored, and the
+signal tests of test_signal, test_threading, test_pdb and others then
+fail in every mode.
+
 Logs and XML files stay in DIR.  Ends with one summary line; the exit
 status is non-zero on any unexplained difference or failed check.
 """
@@ -36,6 +44,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -157,6 +166,13 @@ def pid_alive(path):
     return True
 
 
+def default_signals():
+    """In the suite's process: SIGINT and SIGQUIT as a terminal gives
+    them, whatever the caller's shell left ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 def run_mode(args, mode, private_tmp):
     out = os.path.abspath(args.out)
     log_path = os.path.join(out, f"{mode}.log")
@@ -189,7 +205,8 @@ def run_mode(args, mode, private_tmp):
         log.write("$ " + " ".join(cmd) + "\n")
         log.flush()
         rc = subprocess.run(cmd, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            stdin=subprocess.DEVNULL).returncode
+                            stdin=subprocess.DEVNULL,
+                            preexec_fn=default_signals).returncode
     elapsed = time.monotonic() - start
 
     after = perf_files(tmp_root)
@@ -305,8 +322,21 @@ def main():
                             f"{files[mode]} {PERF_FILES[mode]} files: the "
                             f"feature did not reach them")
 
-    # Compare every mode with the first one (off).
+    # The first mode (off) must pass by itself: what fails there fails in
+    # every mode, and the comparison below would not see it.
     base = modes[0]
+    failed_alone = []
+    for module, verdict in sorted(runs[base]["modules"].items()):
+        if verdict != "fail" or (module, base) in known:
+            continue
+        cases = [case for case, v in
+                 sorted(runs[base]["cases"].get(module, {}).items())
+                 if v == "fail" and (case, base) not in known]
+        failed_alone.append(f"{module}" + (f" ({', '.join(cases)})"
+                                            if cases else ""))
+    problems += [f"{base}: failed: {f}" for f in failed_alone]
+
+    # Compare every mode with the first one (off).
     seen = set()
     unexplained = []
     modules = set()

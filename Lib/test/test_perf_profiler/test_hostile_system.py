@@ -13,6 +13,7 @@ import tempfile
 import textwrap
 import unittest
 
+from test import support
 from test.support import import_helper
 from test.support import os_helper
 from test.support.perf_helper import (
@@ -92,24 +93,47 @@ class TestHostileInput(HostileInputCase):
                  'echo "not a directory" > "$R/tmp" || exit 99; '
                  'mkdir "$R/tmp-orig" && mount --rbind /tmp "$R/tmp-orig" '
                  '|| exit 99; '
-                 'exec chroot "$R" "$0" -X "$2" -c "$1"')
-        # Nothing can live under /tmp in that root.  An interpreter whose
-        # tree does is run from the real /tmp, bound in as /tmp-orig: its
-        # real binary (a venv's python is a symlink to its base's, and its
-        # pyvenv.cfg names it by absolute path), which finds its prefix
-        # from where it is.
+                 'exec chroot "$R" "$@"')
+
+        def in_new_root(*command):
+            proc = subprocess.run([unshare, "-m", "sh", "-c", shell, "sh",
+                                   *command], capture_output=True,
+                                  text=True, env=env_with())
+            if proc.returncode == 99:
+                self.skipTest("cannot make a new root here")
+            return proc
+
+        # Nothing can live under /tmp in that root, so nothing can be bound
+        # back at its path there.  An interpreter whose tree does is run
+        # as its real binary (a venv's python is a symlink to its base's,
+        # and its pyvenv.cfg names it by absolute path), which finds its
+        # prefix from where it is: from the real /tmp, bound in as
+        # /tmp-orig, if it lives there, else (a venv under /tmp made from
+        # an interpreter elsewhere) from its own place.
         python = sys.executable
         if interpreter_dirs_under_tmp():
-            python = "/tmp-orig" + os.path.realpath(python)[len("/tmp"):]
+            python = os.path.realpath(python)
+            if python.startswith("/tmp/"):
+                python = "/tmp-orig" + python[len("/tmp"):]
+            # That is enough only for a tree that names its own files by
+            # relative paths.  One that reaches them through an absolute
+            # path under /tmp (an out-of-tree build whose configure was
+            # run as /tmp/.../configure: its VPATH, where it finds Lib/,
+            # is absolute; a source tree or libpython reached through a
+            # symlink or an rpath into /tmp) cannot start in that root,
+            # with or without -X perf: not what this test is about.
+            probe = in_new_root(python, "-c", "pass")
+            if probe.returncode or probe.stderr:
+                first = (probe.stderr.strip().splitlines() or [""])[0]
+                self.skipTest(f"this interpreter needs its files at their "
+                              f"paths under /tmp, which a root where /tmp "
+                              f"is a file cannot have (exit status "
+                              f"{probe.returncode}: {first})")
         code = ("import os; print('PID', os.getpid(), flush=True)\n"
                 "def f():\n    return 45\nprint('output intact', f())")
         for option in ("perf", "perf_jit"):
             with self.subTest(option=option):
-                proc = subprocess.run(
-                    [unshare, "-m", "sh", "-c", shell, python, code,
-                     option], capture_output=True, text=True, env=env_with())
-                if proc.returncode == 99:
-                    self.skipTest("cannot make a new root here")
+                proc = in_new_root(python, "-X", option, "-c", code)
                 self.check_warned_and_ran(proc, "Not a directory")
 
     def test_tmp_noexec_jitdump(self):
@@ -287,6 +311,17 @@ class TestHostileInput(HostileInputCase):
 
     # -- executable memory refused -------------------------------------------
 
+    # Under RLIMIT_AS the sanitizers' runtimes cannot map memory of their
+    # own either (ASan's stack depot, which records the stack of each new
+    # allocation site, grows 64 KiB at a time; its fake stacks; the
+    # symbolizer a UBSan report uses): the runtime, not the interpreter,
+    # gives up (exit status 99 in tools/sanitize.sh).  `make sanitize`
+    # configures --with-address-sanitizer and
+    # --with-undefined-behavior-sanitizer, which put -fsanitize=address
+    # and -fsanitize=undefined into CFLAGS, where check_sanitizer() looks.
+    @support.skip_if_sanitizer("RLIMIT_AS also refuses the sanitizer "
+                               "runtime's own mappings", address=True,
+                               memory=True, ub=True)
     def test_address_space_limit(self):
         # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.  The
         # limit is set 4 MiB below the process's size, so that no new
