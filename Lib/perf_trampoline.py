@@ -25,16 +25,21 @@ version, size and pid (the pid as the process's own pid namespace sees
 it) all check out, so a stock interpreter, a Python 3.12+ or any other
 program is left untouched.
 
-A request writes request_id, then request, then 1 into eval_breaker: at
-its next check between two bytecodes, the main interpreter clears
-`request`, acts as sys.activate_stack_trampoline() or
-sys.deactivate_stack_trampoline() would, fills result, error, active and
-file, and last writes served_id.  The requester polls served_id every few
-milliseconds and pokes eval_breaker again only while `request` is still
-set (a recomputation of the breaker by the process may have cleared the
-poke before it was seen).  If `request` is cleared but served_id is not
-ours, another requester overwrote our request: it is sent once more, then
-reported.  A process that does not run Python code before the timeout
+A request writes request_id (64 random bits), then request, then 1 into
+eval_breaker: at its next check between two bytecodes, the main
+interpreter takes `request` (clearing it in the same step), raises an
+audit event, acts as sys.activate_stack_trampoline() or
+sys.deactivate_stack_trampoline() would, fills result, error, active,
+file and served_request, and last writes served_id.  The requester
+checks the block again (magic, owner) before each poll, polls served_id
+every few milliseconds and pokes eval_breaker again only while `request`
+is still set (a recomputation of the breaker by the process may have
+cleared the poke before it was seen).  Its request counts as served when
+served_id is its id and served_request its code (read again after
+served_id matched); if another requester overwrote it, it is sent once
+more, then reported.  Writes go only into writable, non-executable data
+of the object that holds the block (/proc/PID/mem would write into code
+too).  A process that does not run Python code before the timeout
 keeps the request pending and serves it when it next runs.
 
 `status` only reads.
@@ -90,6 +95,9 @@ BLOCK_FIELDS = (
     ("reserved2", "I"),
     ("file", "256s"),           # the active backend's file, NUL-ended
     ("message", "128s"),        # why a request was refused, NUL-ended
+    # Blocks of 464 bytes and more (456 before):
+    ("served_request", "I"),    # the REQ_* served with served_id
+    ("reserved3", "I"),
 )
 _BLOCK_NAMES = [name for name, _ in BLOCK_FIELDS]
 
@@ -102,7 +110,8 @@ def _layout(fields):
 # The whole block, and its fields as a named tuple (Target.snapshot()).
 BLOCK = _layout(BLOCK_FIELDS)
 Block = collections.namedtuple("Block", _BLOCK_NAMES)
-BLOCK_MIN_SIZE = BLOCK.size
+# The first blocks of version 1 ended with `message`.
+BLOCK_MIN_SIZE = _layout(BLOCK_FIELDS[:_BLOCK_NAMES.index("message") + 1]).size
 # {name: (offset, Struct of the field alone)}, to read or write one field:
 # its offset is the size of the fields before it.
 FIELDS = {
@@ -123,9 +132,6 @@ RESULT_DONE, RESULT_NO_FILE, RESULT_REFUSED, RESULT_UNKNOWN = 0, 1, 2, 3
 POLL_INTERVAL = 0.002
 DEFAULT_TIMEOUT = 5.0
 PENDING_TEXT = "requested: takes effect when the process next runs Python code"
-
-_counter = 0
-
 
 def _cstr(data):
     return data.split(b"\0", 1)[0].decode("utf-8", "replace")
@@ -150,6 +156,7 @@ class Target:
             raise LiveError("process %d is not a Python with live perf "
                             "activation" % pid)
         self.addr = found[BLOCK_SYMBOL]
+        self.size = BLOCK_MIN_SIZE
         self.mem = Memory(pid, write)
         try:
             self._check()
@@ -196,29 +203,90 @@ class Target:
                             "activation (its block names pid %d)"
                             % (self.pid, owner))
         self.breaker = breaker
+        self.size = min(size, BLOCK.size)
+
+    def recheck(self):
+        """The checks of the constructor again (before each poll): the
+        process may have exec()ed, or its pid been taken by another."""
+        self._check()
 
     def snapshot(self):
         """The block as a Block named tuple (a fresh read); its `file`
         and `message` are str, up to their first NUL."""
-        block = Block._make(BLOCK.unpack(self.read(0, BLOCK.size)))
+        data = self.read(0, self.size)
+        block = Block._make(BLOCK.unpack(data.ljust(BLOCK.size, b"\0")))
+        # (None: an older block, which does not say what it served)
+        served = (block.served_request
+                  if self.size >= FIELDS["reserved3"][0] else None)
         return block._replace(file=_cstr(block.file),
-                              message=_cstr(block.message))
+                              message=_cstr(block.message),
+                              served_request=served)
 
     def poke(self):
         self.breaker = self.get("eval_breaker")
         if self.breaker:
+            # /proc/PID/mem writes even where the process may not (read-
+            # only and code pages): only into the writable data of the
+            # object that holds the block.
+            if not _writable_data_of(self.pid, self.addr, self.breaker, 4):
+                raise LiveError("process %d: its block points the eval "
+                                "breaker outside the interpreter's "
+                                "writable data; nothing written"
+                                % self.pid)
             self.mem.write(self.breaker, _BREAKER.pack(1))
 
     def send(self, code, request_id):
+        if not _writable_data_of(self.pid, self.addr, self.addr,
+                                 self.size):
+            raise LiveError("process %d: its block is not in writable "
+                            "data; nothing written" % self.pid)
         self.put("request_id", request_id)
         self.put("request", code)
         self.poke()
 
 
+def _maps(pid):
+    """[(start, end, perms, path)] of /proc/PID/maps."""
+    rows = []
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split(None, 5)
+            if len(fields) < 5:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            path = fields[5].rstrip("\n") if len(fields) > 5 else ""
+            rows.append((start, end, fields[1], path))
+    return rows
+
+
+def _writable_data_of(pid, anchor, addr, size):
+    """Whether [addr, addr + size) lies in one writable, non-executable
+    mapping of the object whose mapping holds `anchor` (the block), or in
+    the anonymous mapping right after one (its .bss)."""
+    try:
+        rows = _maps(pid)
+    except (OSError, ValueError):
+        return False
+    owner = [r[3] for r in rows if r[0] <= anchor < r[1]]
+    if not owner or not owner[0]:
+        return False
+    prev = None
+    for start, end, perms, path in rows:
+        if start <= addr and addr + size <= end:
+            if perms[:2] != "rw" or "x" in perms:
+                return False
+            if path == owner[0]:
+                return True
+            return (path == "" and prev is not None
+                    and prev[1] == start and prev[3] == owner[0])
+        prev = (start, end, perms, path)
+    return False
+
+
 def _new_request_id():
-    global _counter
-    _counter += 1
-    return (os.getpid() << 32) | (_counter & 0xffffffff)
+    """A token no other requester (nor an earlier one with our pid) is
+    likely to send: 64 random bits, never 0."""
+    return int.from_bytes(os.urandom(8), "little") or 1
 
 
 def _state_problem(pid, state):
@@ -304,6 +372,7 @@ class _Request:
         """Look at the block once (send the request when the process is
         ready); sets self.outcome when the request is over."""
         try:
+            self.target.recheck()
             self._step()
         except LiveError as exc:
             self._end(False, "%d: %s" % (self.pid, exc))
@@ -311,6 +380,14 @@ class _Request:
     def _step(self):
         snap = self.target.snapshot()
         if self.rid is not None and snap.served_id == self.rid:
+            # served_id is written last: read the block again, so that
+            # every field is at least as new as it.
+            snap = self.target.snapshot()
+            if snap.served_request not in (None, self.code):
+                # Our id went with another requester's code (both wrote
+                # at once): ours was not what was served.
+                self._resend_or_give_up()
+                return
             ok, text = _describe(self.pid, self.code, snap)
             self._end(ok, text, snapshot=snap)
             return
@@ -358,6 +435,9 @@ class _Request:
             ok, text = _describe(self.pid, self.code, snap)
             self._end(ok, text, snapshot=snap)
             return
+        self._resend_or_give_up()
+
+    def _resend_or_give_up(self):
         if self.resends >= 2:
             self._end(False, "%d: another requester overwrote this request "
                       "each time it was sent; try again" % self.pid)

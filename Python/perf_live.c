@@ -24,7 +24,8 @@
  *     off  type      field         meaning
  *     0    char[8]   magic         "PyPerfL\0"
  *     8    uint32    version       1
- *     12   uint32    size          sizeof the block (456 in version 1)
+ *     12   uint32    size          sizeof the block (464; 456 before
+ *                                  served_request was added)
  *     16   uint64    eval_breaker  address of the main interpreter's
  *                                  ceval.eval_breaker (an int32); 0 while
  *                                  not ready, disabled or finalizing
@@ -39,7 +40,7 @@
  *                                  deactivate; cleared when served
  *     36   uint32    (reserved)
  *     40   uint64    request_id    set by the requester before `request`:
- *                                  its own token (pid << 32 | counter)
+ *                                  its own token (random)
  *     48   uint64    served_id     the request_id of the last request
  *                                  served, written last
  *     56   int32     result        0 done, 1 done but the backend's file
@@ -51,6 +52,10 @@
  *     68   uint32    (reserved)
  *     72   char[256] file          the active backend's file, or ""
  *     328  char[128] message       why a request was refused, or ""
+ *     456  uint32    served_request the request code served with
+ *                                  served_id (blocks of 464 bytes and
+ *                                  more)
+ *     460  uint32    (reserved)
  *
  * Fields may be added at the end only (`size` grows, `version` stays).
  * `active` and `file` stay current whatever changes the backend (the sys
@@ -66,9 +71,17 @@
  * "a request is pending" for the main interpreter, so a recomputation by
  * another thread cannot lose it for good; a requester that raced one
  * pokes again while `request` is still set.  eval_frame_handle_pending()
- * calls _PyPerfLive_Serve(), which clears `request` first (a request
- * written while it acts is then served next, not lost), acts, writes
- * result, error, message, active and file, and finally served_id.  The
+ * calls _PyPerfLive_Serve(), which takes `request` and clears it in one
+ * atomic exchange (a request written while it acts is then served next,
+ * not lost, and none is half taken), then reads request_id; raises the
+ * audit event cpython.perf_trampoline.live_request (a hook that raises
+ * refuses the request); acts; writes result, error, message, active,
+ * file and served_request, and finally served_id.  Two requesters writing
+ * at once may pair one's code with the other's id: served_request says
+ * which code was served, and a requester trusts only a match of both.
+ * Whether the process takes requests at all (opted out, not ready yet,
+ * finalizing) is decided from its own copy of the state, never from the
+ * block, which requesters can write.  The
  * breaker is recomputed at the end of eval_frame_handle_pending(), as
  * 3.11 does on Windows only, so that a stray poke costs one call, not a
  * breaker set for ever.  A process blocked in a system call serves the
@@ -120,7 +133,8 @@ LAYOUT(error, 60);
 LAYOUT(active, 64);
 LAYOUT(file, 72);
 LAYOUT(message, 328);
-_Static_assert(sizeof(_PyPerfLiveBlock) == 456,
+LAYOUT(served_request, 456);
+_Static_assert(sizeof(_PyPerfLiveBlock) == 464,
               "_PyPerfLiveBlock changed size");
 _Static_assert(sizeof(((PyInterpreterState *)0)->ceval.eval_breaker) == 4,
               "the requester writes an int32 into eval_breaker");
@@ -154,6 +168,33 @@ put_field(char *field, size_t size, const char *text)
     memset(field + len, 0, size - len);
 }
 
+/* The block's state as this process set it.  Requesters can write the
+   block, `state` included: what the process decided (opted out, not ready
+   yet, finalizing) is read from here, never from the block. */
+static uint32_t own_state = _PyPerfLive_STARTING;
+
+static void
+set_state(uint32_t state)
+{
+    own_state = state;
+    _PyPerf_Live.state = state;
+}
+
+/* Take the pending request code, clearing it in the same step: a request
+   written meanwhile is served next, never lost, and never half taken. */
+static uint32_t
+take_request(void)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    return __atomic_exchange_n(&_PyPerf_Live.request, _PyPerfLive_NONE,
+                               __ATOMIC_ACQ_REL);
+#else
+    uint32_t request = _PyPerf_Live.request;
+    _PyPerf_Live.request = _PyPerfLive_NONE;
+    return request;
+#endif
+}
+
 /* ---- Keeping `active` and `file` current ------------------------------ */
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
@@ -184,7 +225,7 @@ on_core_event(int event)
 {
     if (event == _PyPerf_FINALIZED) {
         /* The interpreter may not run Python code again: no more pokes. */
-        _PyPerf_Live.state = _PyPerfLive_FINALIZING;
+        set_state(_PyPerfLive_FINALIZING);
         STORE_FENCE();
         _PyPerf_Live.eval_breaker = 0;
     }
@@ -249,7 +290,7 @@ _PyPerfLive_Start(const PyConfig *config)
     _PyPerfLiveBlock *b = &_PyPerf_Live;
     b->eval_breaker = 0;
     STORE_FENCE();
-    b->state = _PyPerfLive_STARTING;
+    set_state(_PyPerfLive_STARTING);
     b->pid = (uint32_t)getpid();
     b->request = 0;
 #ifdef PY_HAVE_PERF_TRAMPOLINE
@@ -263,7 +304,7 @@ _PyPerfLive_Start(const PyConfig *config)
         atfork_registered = 1;
     }
     if (opted_out(config)) {
-        b->state = _PyPerfLive_DISABLED;
+        set_state(_PyPerfLive_DISABLED);
         return;
     }
     if (!atfork_registered) {
@@ -274,7 +315,7 @@ _PyPerfLive_Start(const PyConfig *config)
     b->eval_breaker =
         (uint64_t)(uintptr_t)&_PyInterpreterState_Main()->ceval.eval_breaker;
     STORE_FENCE();
-    b->state = _PyPerfLive_READY;
+    set_state(_PyPerfLive_READY);
 }
 
 /* ---- Serving a request ------------------------------------------------ */
@@ -309,7 +350,6 @@ static int
 carry_out(PyThreadState *tstate, uint32_t request, int *error,
           char *message, size_t size)
 {
-    _PyPerfLiveBlock *b = &_PyPerf_Live;
     if (request < _PyPerfLive_ACTIVATE_PERF
         || request > _PyPerfLive_DEACTIVATE)
     {
@@ -317,13 +357,23 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
                       (unsigned long)request);
         return _PyPerfLive_UNKNOWN;
     }
-    if (b->state != _PyPerfLive_READY) {
+    if (own_state != _PyPerfLive_READY) {
         put_field(message, size,
-                 b->state == _PyPerfLive_DISABLED
-                 ? "live activation is disabled in this process"
-                 : b->state == _PyPerfLive_FINALIZING
-                 ? "the interpreter is finalizing"
-                 : "the interpreter is not ready yet");
+                  own_state == _PyPerfLive_DISABLED
+                  ? "live activation is disabled in this process"
+                  : own_state == _PyPerfLive_FINALIZING
+                  ? "the interpreter is finalizing"
+                  : "the interpreter is not ready yet");
+        return _PyPerfLive_REFUSED;
+    }
+    /* An audit hook may refuse: it sees what is asked before anything
+       is done. */
+    if (PySys_Audit("cpython.perf_trampoline.live_request", "s",
+                    request == _PyPerfLive_DEACTIVATE ? "deactivate"
+                    : request == _PyPerfLive_ACTIVATE_PERF_JIT ? "perf_jit"
+                    : "perf") < 0)
+    {
+        take_exception(tstate, message, size);
         return _PyPerfLive_REFUSED;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
@@ -349,7 +399,7 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
     (void)tstate;
     (void)error;
     put_field(message, size,
-             "perf trampolines are not available on this platform");
+              "perf trampolines are not available on this platform");
     return _PyPerfLive_REFUSED;
 #endif
 }
@@ -363,16 +413,21 @@ _PyPerfLive_Serve(PyThreadState *tstate)
        acknowledgement is written, which would overwrite its own. */
     static int serving;
     _PyPerfLiveBlock *b = &_PyPerf_Live;
-    uint32_t request = b->request;
-    if (request == _PyPerfLive_NONE || serving
+    if (b->request == _PyPerfLive_NONE || serving
         || tstate->interp != _PyInterpreterState_Main())
     {
         return;
     }
+    uint32_t request = take_request();
+    if (request == _PyPerfLive_NONE) {
+        return;
+    }
     serving = 1;
-    LOAD_FENCE();
+    /* The id that goes with it: written before the code, so read after
+       it.  Two requesters writing at once can pair one's code with the
+       other's id: served_request echoes the code, and a requester counts
+       its request served only when both are its own. */
     uint64_t id = b->request_id;
-    b->request = _PyPerfLive_NONE;
 
     /* The interrupted bytecode has no exception set; keep whatever the
        caller has anyway. */
@@ -392,6 +447,7 @@ _PyPerfLive_Serve(PyThreadState *tstate)
     b->result = result;
     b->error = error;
     put_field(b->message, sizeof(b->message), message);
+    b->served_request = request;
     STORE_FENCE();
     b->served_id = id;
     serving = 0;

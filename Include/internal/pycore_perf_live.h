@@ -60,7 +60,9 @@ typedef struct {
     uint32_t reserved2;                 /*  68 */
     char file[256];                     /*  72 */
     char message[128];                  /* 328 */
-} _PyPerfLiveBlock;                     /* 456 bytes */
+    volatile uint32_t served_request;   /* 456 */
+    uint32_t reserved3;                 /* 460 */
+} _PyPerfLiveBlock;                     /* 464 bytes */
 
 /* Exported (the dynamic symbol table of python and of libpython), so that
    a requester finds it by name in the mapped file. */

@@ -539,6 +539,92 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertTrue(self.ask_active(proc))
         self.finish(proc)
 
+    def test_served_request_is_echoed(self):
+        # The block says which code it served with the id: a requester
+        # whose id went with another requester's code does not count it
+        # as its own.
+        proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
+        with pt.Target(pid) as t:
+            self.assertEqual(t.size, pt.BLOCK.size)
+            t.send(pt.REQ_PERF_JIT, 4242)
+        self.assertTrue(self.ask_active(proc))
+        block = self.block(pid)
+        self.assertEqual((block.served_id, block.served_request),
+                         (4242, pt.REQ_PERF_JIT))
+        self.finish(proc)
+
+    def test_mixed_up_ids_are_not_success(self):
+        # Two requesters wrote at once: the process served perf_jit under
+        # the id of the one that asked for perf.  That one must not report
+        # success; it sends its request again, and gets perf.
+        proc, pid = self.start(BUSY)
+        req = pt._Request.__new__(pt._Request)
+        req.pid, req.code, req.resends = pid, pt.REQ_PERF, 0
+        req.replaced_at = req.outcome = None
+        req.target = pt.Target(pid)
+        req.rid = 777
+        req.target.send(pt.REQ_PERF_JIT, 777)
+        deadline = time.monotonic() + 60
+        while self.block(pid).served_id != 777:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.01)
+        while req.outcome is None and time.monotonic() < deadline:
+            req.step()
+            time.sleep(0.01)
+        self.assertTrue(req.outcome.ok, req.outcome.text)
+        self.assertEqual(req.outcome.text, f"{pid}: perf {ph.map_path(pid)}")
+        self.assertEqual(req.resends, 1)
+        self.assertEqual(self.block(pid).active, pt.REQ_PERF)
+        self.finish(proc)
+
+    def test_random_request_ids(self):
+        ids = {pt._new_request_id() for _ in range(100)}
+        self.assertEqual(len(ids), 100)
+        self.assertNotIn(0, ids)
+        # not derived from our pid (a reused pid would match a stale id)
+        self.assertGreater(len({i >> 32 for i in ids}), 90)
+
+    def test_audit_hook_refuses(self):
+        code = BUSY.replace("def main():", textwrap.dedent("""            seen = []
+            def hook(event, args):
+                if event == "cpython.perf_trampoline.live_request":
+                    seen.append(args)
+                    if args[0] == "perf_jit":
+                        raise RuntimeError("not here, please")
+            sys.addaudithook(hook)
+            def main():"""))
+        proc, pid = self.start(code)
+        out, _, _ = requester("activate", "--backend", "perf_jit", pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertEqual(out.stderr.strip(),
+                         f"{pid}: refused: not here, please")
+        self.assertEqual(self.block(pid).active, 0)
+        self.assertFalse(self.ask_active(proc))
+        self.activate_ok(pid)
+        self.finish(proc)
+
+    def test_poke_only_into_writable_data(self):
+        # A block whose eval breaker points at read-only memory (here the
+        # ELF header of the mapping that holds the block): nothing is
+        # written there, and the requester says why.
+        proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
+        with pt.Target(pid) as t:
+            rows = pt._maps(pid)
+            path = [r[3] for r in rows if r[0] <= t.addr < r[1]][0]
+            header = min(r[0] for r in rows if r[3] == path)
+            before = t.mem.read(header, 4)
+            t.put("eval_breaker", header)
+        out, _, _ = requester("activate", "--timeout", 1, pid)
+        self.assertNotEqual(out.returncode, 0)
+        self.assertIn("outside the interpreter's writable data",
+                      out.stderr)
+        with pt.Target(pid, write=False) as t:
+            self.assertEqual(t.mem.read(header, 4), before)
+        self.assertEqual(before, b"\x7fELF")
+        proc.kill()
+
     def test_started_with_X_perf(self):
         proc, pid = self.start(BUSY, "-X", "perf")
         out, _, _ = requester("status", pid)
@@ -594,6 +680,34 @@ class TestRequests(TargetMixin, unittest.TestCase):
 
     def test_disabled_by_option(self):
         self.check_disabled(*self.start(BUSY, "-X", "disable_remote_debug"))
+
+    def test_disabled_decided_by_the_process(self):
+        # A requester that rewrites the block's state to "ready" does not
+        # undo the process's opt-out: the decision is in its own memory.
+        # (The request is served when the breaker is next recomputed, here
+        # by a second thread's requests for the GIL.)
+        code = BUSY.replace("def main():", textwrap.dedent("""            import threading
+            def spin():
+                while True:
+                    sum(range(1000))
+            threading.Thread(target=spin, daemon=True).start()
+            def main():"""))
+        proc, pid = self.start(code, "-X", "disable_remote_debug")
+        with pt.Target(pid) as t:
+            t.put("state", pt.STATE_READY)
+            t.put("request_id", 99)
+            t.put("request", pt.REQ_PERF)
+        deadline = time.monotonic() + 60
+        while self.block(pid).served_id != 99:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.01)
+        block = self.block(pid)
+        self.assertEqual(block.result, pt.RESULT_REFUSED)
+        self.assertEqual(block.message,
+                         "live activation is disabled in this process")
+        self.assertEqual(block.active, 0)
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
 
     def test_disabled_by_variable(self):
         self.check_disabled(*self.start(
