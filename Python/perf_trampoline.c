@@ -119,11 +119,12 @@
  * _PyPerfArena_MarkInherited() and _PyPerfElf_AfterFork()), then
  * _PyPerfTrampoline_AfterForkChild() (the new generation of records, the
  * files of the child's own).  At finalization: _PyPerfTrampoline_Fini().
- * perf_live.c alone registers an at-fork handler of its own: it is built
- * where trampolines are not.  The few variables outside such structs are read on the call path
- * (_PyPerf_hook, _PyPerf_code_index, the stack budget: ceval.c reads them
- * through Include/internal/pycore_perf_trampoline.h, where a struct
- * member would cost an address computation) or by other processes and
+ * perf_live.c registers a second at-fork handler, its own: it is built
+ * where trampolines are not.  The few variables outside such structs are
+ * read on the call path (_PyPerf_hook, _PyPerf_code_index, the stack
+ * budget: ceval.c reads them through
+ * Include/internal/pycore_perf_trampoline.h, where a struct member would
+ * cost an address computation) or by other processes and
  * debuggers (_PyPerf_Live, __jit_debug_descriptor, which their readers
  * find by name).
  */

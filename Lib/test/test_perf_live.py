@@ -586,7 +586,8 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertGreater(len({i >> 32 for i in ids}), 90)
 
     def test_audit_hook_refuses(self):
-        code = BUSY.replace("def main():", textwrap.dedent("""            seen = []
+        code = BUSY.replace("def main():", textwrap.dedent("""\
+            seen = []
             def hook(event, args):
                 if event == "cpython.perf_trampoline.live_request":
                     seen.append(args)
@@ -686,7 +687,8 @@ class TestRequests(TargetMixin, unittest.TestCase):
         # undo the process's opt-out: the decision is in its own memory.
         # (The request is served when the breaker is next recomputed, here
         # by a second thread's requests for the GIL.)
-        code = BUSY.replace("def main():", textwrap.dedent("""            import threading
+        code = BUSY.replace("def main():", textwrap.dedent("""\
+            import threading
             def spin():
                 while True:
                     sum(range(1000))
