@@ -60,7 +60,7 @@ import sys
 import time
 
 from _perf_remote import (LiveError, Memory, children_of, exists, ns_pid,
-                          symbol_addresses)
+                          printable, symbol_addresses)
 
 __all__ = ["LiveError", "Target", "Outcome", "activate", "deactivate",
            "request_all", "status", "children_of", "main"]
@@ -133,22 +133,25 @@ POLL_INTERVAL = 0.002
 DEFAULT_TIMEOUT = 5.0
 PENDING_TEXT = "requested: takes effect when the process next runs Python code"
 
+
 def _cstr(data):
-    return data.split(b"\0", 1)[0].decode("utf-8", "replace")
+    """A text field of the block, up to its NUL, fit to be printed: the
+    process wrote it, and may put ESC or BEL there."""
+    return printable(data.split(b"\0", 1)[0])
 
 
 class Target:
     """A process with a live-activation block, checked and opened.
     Raises LiveError for any process that cannot take requests."""
 
-    def __init__(self, pid, write=True):
+    def __init__(self, pid, write=True, deadline=None):
         self.pid = pid
         self.mem = None
         if not os.path.exists("/proc/%d" % pid):
             raise LiveError("process %d does not exist" % pid)
         if not exists(pid):
             raise LiveError("process %d has exited" % pid)
-        found = symbol_addresses(pid, {BLOCK_SYMBOL, OUR_SYMBOL})
+        found = symbol_addresses(pid, {BLOCK_SYMBOL, OUR_SYMBOL}, deadline)
         if BLOCK_SYMBOL not in found:
             if OUR_SYMBOL in found:
                 raise LiveError("live activation is disabled in process %d "
@@ -344,7 +347,7 @@ def _describe(pid, code, snap):
 class _Request:
     """One request to one process, sent and then polled by step()."""
 
-    def __init__(self, pid, code):
+    def __init__(self, pid, code, deadline=None):
         self.pid, self.code = pid, code
         self.target = None
         self.rid = None
@@ -352,7 +355,7 @@ class _Request:
         self.replaced_at = None
         self.outcome = None
         try:
-            self.target = Target(pid)
+            self.target = Target(pid, deadline=deadline)
         except LiveError as exc:
             self._end(False, "%d: %s" % (pid, exc))
             return
@@ -459,8 +462,9 @@ def request_all(pids, code, timeout=DEFAULT_TIMEOUT):
     """Send request `code` to each of `pids` at once and wait up to
     `timeout` seconds for their acknowledgements.  Returns the Outcomes
     in the order of `pids`; never raises LiveError."""
+    # One deadline over the lookups and the requests.
     deadline = time.monotonic() + timeout
-    reqs = [_Request(pid, code) for pid in pids]
+    reqs = [_Request(pid, code, deadline) for pid in pids]
     while True:
         waiting = [r for r in reqs if r.outcome is None]
         if not waiting:
