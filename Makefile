@@ -81,7 +81,6 @@ help:
 	@echo "make refresh-patch PATCH=patches/NNNN-x.patch"
 	@echo "                regenerate a patch from your edits in build/src"
 	@echo "make check-series  check that every prefix of the series builds"
-	@echo "                (the pristine tree, or STOCK_CEVAL=path/to/ceval.c; seconds)"
 	@echo "make regrtest-perf CPython's whole suite off, with PYTHONPERFSUPPORT=1"
 	@echo "                and with PYTHON_PERF_JIT_SUPPORT=1: same results (1-2 h)"
 	@echo "make check-abi  the ABI of stock 3.11.2 is kept (shared builds in build-abi/)"

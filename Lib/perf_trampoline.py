@@ -11,7 +11,7 @@ An interpreter built with live activation (configure's default
 --with-remote-debug) exports a small control block, the data symbol
 _PyPerf_Live, from the dynamic symbol table of the executable or of
 libpython3.11.so.  Its layout, version 1, is _PyPerfLiveBlock of
-Include/internal/pycore_perf_trampoline.h (Python/perf_live.c describes
+Include/internal/pycore_perf_live.h (Python/perf_live.c describes
 each field): BLOCK_FIELDS below copies it field by field, and BLOCK and
 FIELDS, built from that table, are all that read or write it here.
 
@@ -36,8 +36,8 @@ every few milliseconds and pokes eval_breaker again only while `request`
 is still set (a recomputation of the breaker by the process may have
 cleared the poke before it was seen).  Its request counts as served when
 served_id is its id and served_request its code (read again after
-served_id matched); if another requester overwrote it, it is sent once
-more, then reported.  Writes go only into writable, non-executable data
+served_id matched); if another requester overwrote it, it is sent up to
+twice more, then reported.  Writes go only into writable, non-executable data
 of the object that holds the block (/proc/PID/mem would write into code
 too).  A process that does not run Python code before the timeout
 keeps the request pending and serves it when it next runs.
@@ -130,6 +130,9 @@ BACKEND_NAMES = {0: "none", 1: "perf", 2: "perf_jit"}
 RESULT_DONE, RESULT_NO_FILE, RESULT_REFUSED, RESULT_UNKNOWN = 0, 1, 2, 3
 
 POLL_INTERVAL = 0.002
+# At least this long (or the timeout, if shorter) to wait for a request
+# sent near the deadline.
+SENT_GRACE = 0.5
 DEFAULT_TIMEOUT = 5.0
 PENDING_TEXT = "requested: takes effect when the process next runs Python code"
 
@@ -225,17 +228,22 @@ class Target:
                               message=_cstr(block.message),
                               served_request=served)
 
+    def _checked_breaker(self):
+        """The eval breaker's address, read anew, once it is known to lie
+        in writable data: /proc/PID/mem writes even where the process
+        may not (read-only and code pages), so only into the writable
+        data of the object that holds the block."""
+        breaker = self.get("eval_breaker")
+        if breaker and not _writable_data_of(self.pid, self.addr, breaker,
+                                             4):
+            raise LiveError("process %d: its block points the eval breaker "
+                            "outside the interpreter's writable data; "
+                            "nothing written" % self.pid)
+        return breaker
+
     def poke(self):
-        self.breaker = self.get("eval_breaker")
+        self.breaker = self._checked_breaker()
         if self.breaker:
-            # /proc/PID/mem writes even where the process may not (read-
-            # only and code pages): only into the writable data of the
-            # object that holds the block.
-            if not _writable_data_of(self.pid, self.addr, self.breaker, 4):
-                raise LiveError("process %d: its block points the eval "
-                                "breaker outside the interpreter's "
-                                "writable data; nothing written"
-                                % self.pid)
             self.mem.write(self.breaker, _BREAKER.pack(1))
 
     def send(self, code, request_id):
@@ -243,22 +251,24 @@ class Target:
                                  self.size):
             raise LiveError("process %d: its block is not in writable "
                             "data; nothing written" % self.pid)
+        self._checked_breaker()     # before any write
         self.put("request_id", request_id)
         self.put("request", code)
         self.poke()
 
 
 def _maps(pid):
-    """[(start, end, perms, path)] of /proc/PID/maps."""
+    """[(start, end, perms, path)] of /proc/PID/maps; perms is str, path
+    bytes (a path need not be text in any encoding)."""
     rows = []
-    with open("/proc/%d/maps" % pid) as f:
+    with open("/proc/%d/maps" % pid, "rb") as f:
         for line in f:
             fields = line.split(None, 5)
             if len(fields) < 5:
                 continue
-            start, end = (int(x, 16) for x in fields[0].split("-"))
-            path = fields[5].rstrip("\n") if len(fields) > 5 else ""
-            rows.append((start, end, fields[1], path))
+            start, end = (int(x, 16) for x in fields[0].split(b"-"))
+            path = fields[5].rstrip(b"\n") if len(fields) > 5 else b""
+            rows.append((start, end, fields[1].decode("ascii"), path))
     return rows
 
 
@@ -280,7 +290,7 @@ def _writable_data_of(pid, anchor, addr, size):
                 return False
             if path == owner[0]:
                 return True
-            return (path == "" and prev is not None
+            return (path == b"" and prev is not None
                     and prev[1] == start and prev[3] == owner[0])
         prev = (start, end, perms, path)
     return False
@@ -353,6 +363,7 @@ class _Request:
         self.rid = None
         self.resends = 0
         self.replaced_at = None
+        self.sent_at = None
         self.outcome = None
         try:
             self.target = Target(pid, deadline=deadline)
@@ -370,6 +381,8 @@ class _Request:
     def _send(self):
         self.rid = _new_request_id()
         self.target.send(self.code, self.rid)
+        if self.sent_at is None:
+            self.sent_at = time.monotonic()
 
     def step(self):
         """Look at the block once (send the request when the process is
@@ -462,20 +475,29 @@ def request_all(pids, code, timeout=DEFAULT_TIMEOUT):
     """Send request `code` to each of `pids` at once and wait up to
     `timeout` seconds for their acknowledgements.  Returns the Outcomes
     in the order of `pids`; never raises LiveError."""
-    # One deadline over the lookups and the requests.
+    # One deadline over the lookups and the requests.  A request sent late
+    # (the lookups before it took the time: a file system that does not
+    # answer) still gets a moment, up to the timeout itself, to be served.
     deadline = time.monotonic() + timeout
+    grace = min(SENT_GRACE, timeout)
     reqs = [_Request(pid, code, deadline) for pid in pids]
     while True:
         waiting = [r for r in reqs if r.outcome is None]
         if not waiting:
             break
-        if time.monotonic() >= deadline:
+        now = time.monotonic()
+        if now >= deadline:
+            late = [r for r in waiting if r.sent_at is not None
+                    and now - r.sent_at < grace]
             for r in waiting:
-                r.expire()
-            break
+                if r not in late:
+                    r.expire()
+            if not late:
+                break
         time.sleep(POLL_INTERVAL)
         for r in waiting:
-            r.step()
+            if r.outcome is None:
+                r.step()
     return [r.outcome for r in reqs]
 
 

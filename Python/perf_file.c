@@ -466,7 +466,9 @@ _PyPerf_Warn(const char *format, ...)
     va_end(vargs);
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
-    if (PyErr_WarnEx(PyExc_RuntimeWarning, text, 1) < 0) {
+    /* (through "%s": bytes that are not UTF-8, from the environment or a
+       localized strerror(), are decoded with "replace") */
+    if (PyErr_WarnFormat(PyExc_RuntimeWarning, 1, "%s", text) < 0) {
         PyErr_WriteUnraisable(NULL);
     }
     PyErr_Restore(exc, val, tb);

@@ -496,7 +496,11 @@ extern void (*_PyPerf_observer)(int event);
    formatted as by printf() (at most 1 KiB).  Keeps whatever exception is
    being raised; a warning turned into an error is reported as
    unraisable, so this never raises. */
-extern PERF_TRAMPOLINE_HIDDEN void _PyPerf_Warn(const char *format, ...);
+extern PERF_TRAMPOLINE_HIDDEN void _PyPerf_Warn(const char *format, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* Python/perf_live.c, from _PyPerfTrampoline_InitFromConfig() (the main
    interpreter's start-up, before -X perf is honoured): the control block

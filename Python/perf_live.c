@@ -149,10 +149,8 @@ _PyPerfLiveBlock _PyPerf_Live = {
    ordered (x86_64 keeps them so anyway; the compiler must too). */
 #if defined(__GNUC__) || defined(__clang__)
 #  define STORE_FENCE() __atomic_thread_fence(__ATOMIC_RELEASE)
-#  define LOAD_FENCE() __atomic_thread_fence(__ATOMIC_ACQUIRE)
 #else
 #  define STORE_FENCE() ((void)0)
-#  define LOAD_FENCE() ((void)0)
 #endif
 
 /* Copy `text` into a field of `size` bytes, cut, NUL-terminated, the rest
@@ -189,6 +187,8 @@ take_request(void)
     return __atomic_exchange_n(&_PyPerf_Live.request, _PyPerfLive_NONE,
                                __ATOMIC_ACQ_REL);
 #else
+    /* (not atomic: a compiler without GNU C's atomics gets a read and a
+       clear, which a requester writing at the same moment can lose) */
     uint32_t request = _PyPerf_Live.request;
     _PyPerf_Live.request = _PyPerfLive_NONE;
     return request;
@@ -373,7 +373,13 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
                     : request == _PyPerfLive_ACTIVATE_PERF_JIT ? "perf_jit"
                     : "perf") < 0)
     {
+        /* A Ctrl-C that came while the hook ran is the program's: it is
+           raised again at the next check, not turned into a refusal. */
+        int interrupted = PyErr_ExceptionMatches(PyExc_KeyboardInterrupt);
         take_exception(tstate, message, size);
+        if (interrupted) {
+            PyErr_SetInterrupt();
+        }
         return _PyPerfLive_REFUSED;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE

@@ -561,7 +561,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         proc, pid = self.start(BUSY)
         req = pt._Request.__new__(pt._Request)
         req.pid, req.code, req.resends = pid, pt.REQ_PERF, 0
-        req.replaced_at = req.outcome = None
+        req.replaced_at = req.outcome = req.sent_at = None
         req.target = pt.Target(pid)
         req.rid = 777
         req.target.send(pt.REQ_PERF_JIT, 777)
@@ -624,6 +624,8 @@ class TestRequests(TargetMixin, unittest.TestCase):
         with pt.Target(pid, write=False) as t:
             self.assertEqual(t.mem.read(header, 4), before)
         self.assertEqual(before, b"\x7fELF")
+        # and no request was left in the block, to be served later
+        self.assertEqual(self.block(pid).request, 0)
         proc.kill()
 
     def test_started_with_X_perf(self):

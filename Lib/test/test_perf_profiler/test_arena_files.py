@@ -52,8 +52,9 @@ sys.stdout.flush()
 
 
 def readelf(*args):
+    # (in English: one of its warnings is expected)
     proc = subprocess.run([READELF, "-W", *args], capture_output=True,
-                          text=True)
+                          text=True, env={**os.environ, "LC_ALL": "C"})
     return proc
 
 
@@ -110,16 +111,18 @@ class TestArenaFile(unittest.TestCase):
         # DWARF dumps follow the file's debuglink, which names the file
         # itself for perf's sake, and find that its CRC (0) is not the
         # file's ...
-        debuglink = (f"readelf: Warning: Separate debug info file {path} "
-                     f"found, but CRC does not match - ignoring\n")
+        debuglink = re.compile(
+            rf"\A[^\n]*Separate debug info file {re.escape(path)} found, "
+            rf"but CRC does not match[^\n]*\n\Z")
         for args in (["-h"], ["-l"], ["-S"], ["-s"], ["-n"],
                      ["--debug-dump=frames"],
                      ["--debug-dump=info,line,aranges"]):
             proc = readelf(*args, path)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            self.assertEqual(
-                proc.stderr,
-                debuglink if args[0].startswith("--debug") else "", args)
+            if args[0].startswith("--debug"):
+                self.assertRegex(proc.stderr, debuglink, args)
+            else:
+                self.assertEqual(proc.stderr, "", args)
         self.assertEqual(readelf("--string-dump=.gnu_debuglink",
                                  path).stdout.split()[-1],
                          os.path.basename(path))
@@ -577,6 +580,7 @@ class TestArenaFilesUnderPerf(PerfTestCase):
         proc = subprocess.Popen(
             [sys.executable, "-X", "perf", script], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True, env=env_with())
+        self.addCleanup(proc.stdout.close)
         self.addCleanup(proc.wait, timeout=60)
         self.addCleanup(proc.kill)
         pid = int(proc.stdout.readline().split()[1])
@@ -599,8 +603,9 @@ class TestArenaFilesUnderPerf(PerfTestCase):
             return set(re.findall(r" (py::\S+?|\[unknown\])(?:\+0x\w+)? "
                                   r"\((/tmp/[^)]+)\)", text))
 
-        self.assertIn((f"py::first:{script}", arena_paths(pid)[0]),
-                      recording(1))
+        arenas = set(arena_paths(pid))
+        self.assertTrue({(f"py::first:{script}", path) for path in arenas}
+                        & recording(1))
         # perf's cache holds a copy of the arena file, not a link to it
         copies = [os.path.join(d, f) for d, _, files in os.walk(cache)
                   for f in files if f == "elf"
@@ -612,8 +617,9 @@ class TestArenaFilesUnderPerf(PerfTestCase):
         proc.stdin.flush()
         self.assertEqual(proc.stdout.readline(), "SECOND\n")
         # (before: "[unknown] (/tmp/py-perf-PID-0.so)")
-        self.assertIn(("py::second:<string>", arena_paths(pid)[0]),
-                      recording(2))
+        arenas = set(arena_paths(pid))
+        self.assertTrue({("py::second:<string>", path) for path in arenas}
+                        & recording(2))
         proc.stdin.write("\n")
         proc.stdin.close()
         self.assertEqual(proc.wait(timeout=60), 0)
