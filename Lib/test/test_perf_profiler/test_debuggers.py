@@ -14,6 +14,7 @@ import sys
 import tempfile
 import unittest
 
+from test import support
 from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
@@ -169,6 +170,9 @@ class DebuggerTests(unittest.TestCase):
                 out = self.gdb("-p", str(proc.pid), "-ex", "bt")
                 self.assert_python_frames(out)
 
+    @support.skip_if_sanitizer("gcore writes no core that gdb can read of "
+                               "an AddressSanitizer process (its shadow "
+                               "memory)", address=True)
     def test_gdb_core_file(self):
         for backend in BACKENDS:
             with self.subTest(backend=backend):
