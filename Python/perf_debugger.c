@@ -171,12 +171,6 @@ struct _PyPerfImage {
     size_t named;                 /* slots named so far, the next one */
 };
 
-static inline size_t
-round_up(size_t n, size_t to)
-{
-    return (n + to - 1) / to * to;
-}
-
 static void
 notify(uint32_t action, struct jit_code_entry *entry)
 {
@@ -266,14 +260,14 @@ static int
 object_init(jit_object *o, size_t nsyms, size_t table_size,
             size_t *table_off, uint64_t eh_addr, size_t eh_size)
 {
-    size_t eh_off = round_up(SHSTRTAB_OFF + sizeof(shstrtab), 8);
+    size_t eh_off = _Py_SIZE_ROUND_UP(SHSTRTAB_OFF + sizeof(shstrtab), 8);
     /* The table may be written with more after it (the .eh_frame_hdr of
        an arena file), which the symbols then cover. */
-    size_t symtab_off = round_up(eh_off + eh_size, 8);
+    size_t symtab_off = _Py_SIZE_ROUND_UP(eh_off + eh_size, 8);
     size_t strtab_off = symtab_off + (nsyms + 1) * sizeof(Elf64_Sym);
     size_t end = strtab_off + nsyms * NAME_ROOM;
     size_t table_end = eh_off + table_size;
-    o->mem_size = round_up(end > table_end ? end : table_end, 4096);
+    o->mem_size = _Py_SIZE_ROUND_UP(end > table_end ? end : table_end, 4096);
     o->mem = map_memory(o->mem_size);
     if (o->mem == NULL) {
         return -1;
@@ -380,7 +374,7 @@ _PyPerfImage *
 _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size)
 {
     size_t text_size = nslots * slot_size;
-    size_t eh_before = round_up(text_size, 8);
+    size_t eh_before = _Py_SIZE_ROUND_UP(text_size, 8);
     size_t eh_size, hdr_size;
     if (_PyPerfUnwind_Table(nslots, slot_size, eh_before, NULL, 0,
                             &eh_size, &hdr_size) < 0)

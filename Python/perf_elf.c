@@ -208,12 +208,6 @@ struct _PyPerfElf {
 
 static unsigned int files_made;   /* N of the next file */
 
-static inline uint64_t
-round_up(uint64_t n, uint64_t to)
-{
-    return (n + to - 1) / to * to;
-}
-
 
 /* --- Source lines (DWARF 5; see "Source lines" above) ------------------ */
 
@@ -579,7 +573,7 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     L->nslots = nslots;
     L->slot_size = slot_size;
     L->text_size = (uint64_t)nslots * slot_size;
-    L->eh_off = round_up(TEXT_OFF + L->text_size, 8);
+    L->eh_off = _Py_SIZE_ROUND_UP(TEXT_OFF + L->text_size, 8);
     size_t eh_size, hdr_size;
     *what = "describe the trampoline template's frames for";
     if (_PyPerfUnwind_Table(nslots, slot_size, L->eh_off - TEXT_OFF, NULL,
@@ -591,7 +585,7 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     L->hdr_off = L->eh_off + eh_size;
     L->hdr_size = hdr_size;
     L->mapped_end = L->hdr_off + hdr_size;
-    L->map_len = round_up(L->mapped_end, L->page);
+    L->map_len = _Py_SIZE_ROUND_UP(L->mapped_end, L->page);
     /* The tables start at a page of their own: they are mapped shared
        and writable, and no page of the code may be. */
     L->tables_off = L->map_len;
@@ -606,9 +600,10 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     _PyPerfBytes measure = {NULL, 0, 0};
     put_debug_sections(&measure, nslots, slot_size, &L->at);
     L->shstrtab_off = L->abbrev_off + L->at.end;
-    L->debuglink_off = round_up(L->shstrtab_off + sizeof(shstrtab), 4);
-    L->debuglink_size = round_up(PATH_ROOM, 4) + 4;
-    L->shdr_off = round_up(L->debuglink_off + L->debuglink_size, 8);
+    L->debuglink_off = _Py_SIZE_ROUND_UP(L->shstrtab_off + sizeof(shstrtab),
+                                         4);
+    L->debuglink_size = _Py_SIZE_ROUND_UP(PATH_ROOM, 4) + 4;
+    L->shdr_off = _Py_SIZE_ROUND_UP(L->debuglink_off + L->debuglink_size, 8);
     L->strtab_off = L->shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
     L->strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
                      + _PyPerf_NAME_MAX + 1;
@@ -751,9 +746,9 @@ put_debuglink(unsigned char *link, file_layout *L, const char *path)
     const char *name = strrchr(path, '/');
     name = name ? name + 1 : path;
     size_t len = strlen(name) + 1;
-    assert(round_up(len, 4) + 4 <= L->debuglink_size);
+    assert(_Py_SIZE_ROUND_UP(len, 4) + 4 <= L->debuglink_size);
     memcpy(link, name, len);
-    L->debuglink_size = round_up(len, 4) + 4;
+    L->debuglink_size = _Py_SIZE_ROUND_UP(len, 4) + 4;
     /* (the padding and the CRC: zeros of the tail) */
 }
 
@@ -780,7 +775,7 @@ put_tables_tail(unsigned char *tail, file_layout *L, const char *path)
 static uint64_t
 backed_end(uint64_t off, uint64_t used, uint64_t size, uint64_t page)
 {
-    uint64_t end = round_up(off + used + STRTAB_CHUNK, page) - off;
+    uint64_t end = _Py_SIZE_ROUND_UP(off + used + STRTAB_CHUNK, page) - off;
     return end < size ? end : size;
 }
 
