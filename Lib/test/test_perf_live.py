@@ -140,21 +140,7 @@ class TargetMixin:
         return proc, pid
 
     def _stop(self, proc):
-        if proc.poll() is None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass  # stdin: the pipe's reader has gone
+        ph.stop_process(proc)
         ph.forget_files(self, proc.pid)
 
     def wait_in_select(self, pid):

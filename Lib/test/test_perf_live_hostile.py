@@ -197,23 +197,6 @@ class HostileMixin:
                       % (" ".join(map(str, args)), HANG))
         return proc, time.monotonic() - before
 
-    def _stop(self, proc):
-        if proc.poll() is None:
-            try:
-                proc.stdin.close()
-            except OSError:
-                pass
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-        for f in (proc.stdin, proc.stdout, proc.stderr):
-            try:
-                f.close()
-            except OSError:
-                pass
-
     def start(self, cmd):
         """Start `cmd`, a target that prints "PID n" and READY; returns
         (Popen, pid, {word: int} of its other "WORD n" lines)."""
@@ -221,7 +204,7 @@ class HostileMixin:
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE,
                                 universal_newlines=True, env=ph.env_with())
-        self.addCleanup(self._stop, proc)
+        self.addCleanup(ph.stop_process, proc)
         said = {}
         for line in proc.stdout:
             m = re.match(r"([A-Z]+) (\d+)$", line.strip())

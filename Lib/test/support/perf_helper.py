@@ -268,6 +268,27 @@ def _remove_unchanged(seen):
             os_helper.unlink(path)
 
 
+def stop_process(proc):
+    """End a test's target process (a Popen with pipes): close its stdin,
+    which asks it to end, give it 10 seconds, then kill it; close its
+    pipes."""
+    if proc.poll() is None:
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    for f in (proc.stdin, proc.stdout, proc.stderr):
+        try:
+            f.close()
+        except OSError:
+            pass  # stdin: the pipe's reader has gone
+
+
 def forget_files(test, pid):
     """Remove, after `test`, the files of its process `pid`, which has
     exited (call again after perf inject, for its jitted-PID-*.so):
