@@ -267,8 +267,14 @@ Mapping = collections.namedtuple(
     "Mapping", "start end offset dev inode path deleted")
 
 
-def _mappings(pid):
-    """The file mappings of `pid`: [Mapping]."""
+# A line of /proc/PID/maps: perms is str ("rw-p"), path bytes (b"" for
+# anonymous memory; a path need not be text in any encoding).
+MapsRow = collections.namedtuple(
+    "MapsRow", "start end perms offset dev inode path")
+
+
+def maps_rows(pid):
+    """Every mapping of `pid`, in address order: [MapsRow]."""
     try:
         with open("/proc/%d/maps" % pid, "rb") as f:
             text = f.read()
@@ -276,26 +282,37 @@ def _mappings(pid):
         raise _os_error(pid, exc, "read the mappings")
     if not text and not exists(pid):
         raise LiveError("process %d has exited" % pid)
-    maps = []
+    rows = []
     for line in text.splitlines():
         parts = line.split(None, 5)
-        if len(parts) < 6 or not parts[5].startswith(b"/"):
+        if len(parts) < 5:
             continue
         try:
             start, end = (int(x, 16) for x in parts[0].split(b"-"))
             major, minor = (int(x, 16) for x in parts[3].split(b":"))
             offset = int(parts[2], 16)
             inode = int(parts[4])
+            perms = parts[1].decode("ascii")
         except ValueError:
             continue
-        if inode == 0:
+        rows.append(MapsRow(start, end, perms, offset,
+                            os.makedev(major, minor), inode,
+                            parts[5] if len(parts) > 5 else b""))
+    return rows
+
+
+def _mappings(pid):
+    """The file mappings of `pid`: [Mapping]."""
+    maps = []
+    for row in maps_rows(pid):
+        if not row.path.startswith(b"/") or row.inode == 0:
             continue
-        path = parts[5]
+        path = row.path
         deleted = path.endswith(b" (deleted)")
         if deleted:
             path = path[:-len(b" (deleted)")]
-        maps.append(Mapping(start, end, offset, os.makedev(major, minor),
-                            inode, path, deleted))
+        maps.append(Mapping(row.start, row.end, row.offset, row.dev,
+                            row.inode, path, deleted))
     return maps
 
 

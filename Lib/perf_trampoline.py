@@ -59,8 +59,8 @@ import struct
 import sys
 import time
 
-from _perf_remote import (LiveError, Memory, children_of, exists, ns_pid,
-                          printable, symbol_addresses)
+from _perf_remote import (LiveError, Memory, children_of, exists,
+                          maps_rows, ns_pid, printable, symbol_addresses)
 
 __all__ = ["LiveError", "Target", "Outcome", "activate", "deactivate",
            "request_all", "status", "children_of", "main"]
@@ -163,6 +163,7 @@ class Target:
                             "activation" % pid)
         self.addr = found[BLOCK_SYMBOL]
         self.size = BLOCK_MIN_SIZE
+        self._writable = set()      # (address, size) checked writable
         self.mem = Memory(pid, write)
         try:
             self._check()
@@ -216,6 +217,15 @@ class Target:
         process may have exec()ed, or its pid been taken by another."""
         self._check()
 
+    def _in_writable_data(self, addr, size):
+        """_writable_data_of() for this process and block, read from
+        /proc/PID/maps once per range (a request pokes every poll)."""
+        if (addr, size) not in self._writable:
+            if not _writable_data_of(self.pid, self.addr, addr, size):
+                return False
+            self._writable.add((addr, size))
+        return True
+
     def snapshot(self):
         """The block as a Block named tuple (a fresh read); its `file`
         and `message` are str, up to their first NUL."""
@@ -234,8 +244,7 @@ class Target:
         may not (read-only and code pages), so only into the writable
         data of the object that holds the block."""
         breaker = self.get("eval_breaker")
-        if breaker and not _writable_data_of(self.pid, self.addr, breaker,
-                                             4):
+        if breaker and not self._in_writable_data(breaker, 4):
             raise LiveError("process %d: its block points the eval breaker "
                             "outside the interpreter's writable data; "
                             "nothing written" % self.pid)
@@ -247,8 +256,7 @@ class Target:
             self.mem.write(self.breaker, _BREAKER.pack(1))
 
     def send(self, code, request_id):
-        if not _writable_data_of(self.pid, self.addr, self.addr,
-                                 self.size):
+        if not self._in_writable_data(self.addr, self.size):
             raise LiveError("process %d: its block is not in writable "
                             "data; nothing written" % self.pid)
         self._checked_breaker()     # before any write
@@ -257,42 +265,27 @@ class Target:
         self.poke()
 
 
-def _maps(pid):
-    """[(start, end, perms, path)] of /proc/PID/maps; perms is str, path
-    bytes (a path need not be text in any encoding)."""
-    rows = []
-    with open("/proc/%d/maps" % pid, "rb") as f:
-        for line in f:
-            fields = line.split(None, 5)
-            if len(fields) < 5:
-                continue
-            start, end = (int(x, 16) for x in fields[0].split(b"-"))
-            path = fields[5].rstrip(b"\n") if len(fields) > 5 else b""
-            rows.append((start, end, fields[1].decode("ascii"), path))
-    return rows
-
-
 def _writable_data_of(pid, anchor, addr, size):
     """Whether [addr, addr + size) lies in one writable, non-executable
     mapping of the object whose mapping holds `anchor` (the block), or in
     the anonymous mapping right after one (its .bss)."""
     try:
-        rows = _maps(pid)
-    except (OSError, ValueError):
+        rows = maps_rows(pid)
+    except LiveError:
         return False
-    owner = [r[3] for r in rows if r[0] <= anchor < r[1]]
+    owner = [r.path for r in rows if r.start <= anchor < r.end]
     if not owner or not owner[0]:
         return False
     prev = None
-    for start, end, perms, path in rows:
-        if start <= addr and addr + size <= end:
-            if perms[:2] != "rw" or "x" in perms:
+    for row in rows:
+        if row.start <= addr and addr + size <= row.end:
+            if row.perms[:2] != "rw" or "x" in row.perms:
                 return False
-            if path == owner[0]:
+            if row.path == owner[0]:
                 return True
-            return (path == b"" and prev is not None
-                    and prev[1] == start and prev[3] == owner[0])
-        prev = (start, end, perms, path)
+            return (row.path == b"" and prev is not None
+                    and prev.end == row.start and prev.path == owner[0])
+        prev = row
     return False
 
 

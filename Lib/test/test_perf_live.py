@@ -598,9 +598,9 @@ class TestRequests(TargetMixin, unittest.TestCase):
         proc, pid = self.start(BLOCKED)
         self.wait_in_select(pid)
         with pt.Target(pid) as t:
-            rows = pt._maps(pid)
-            path = [r[3] for r in rows if r[0] <= t.addr < r[1]][0]
-            header = min(r[0] for r in rows if r[3] == path)
+            rows = pt.maps_rows(pid)
+            path = [r.path for r in rows if r.start <= t.addr < r.end][0]
+            header = min(r.start for r in rows if r.path == path)
             before = t.mem.read(header, 4)
             t.put("eval_breaker", header)
         out, _, _ = requester("activate", "--timeout", 1, pid)
