@@ -519,8 +519,7 @@ def status(pid):
         return Outcome(pid, False, "%d: %s" % (pid, exc))
     words = ["%d:" % pid, STATE_NAMES.get(snap.state,
                                           "state %d" % snap.state)]
-    words.append("active " + BACKEND_NAMES.get(snap.active,
-                                              str(snap.active)))
+    words.append("active " + BACKEND_NAMES.get(snap.active, str(snap.active)))
     if snap.file:
         words.append(snap.file)
     req = snap.request

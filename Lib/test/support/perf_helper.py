@@ -508,8 +508,6 @@ def parse_perf_script(text, map_symbols=None):
     return samples
 
 
-
-
 def check(condition, what=None):
     """Raise AssertionError(what) unless `condition`.  The readers check
     with this, not with `assert`, which python -O removes."""
