@@ -609,7 +609,16 @@ def main(argv=None):
                        "takes requests, the active backend and its file, "
                        "and any pending request.  Writes nothing.")
     common(p, timeout=False)
+    # The subcommands that work with perf itself and with the files (each
+    # module adds its parser, whose handler `run` gives the exit status).
+    import _perf_clean
+    import _perf_collapse
+    import _perf_record
+    for module in (_perf_record, _perf_collapse, _perf_clean):
+        module.add_parser(sub)
     args = parser.parse_args(argv)
+    if getattr(args, "run", None) is not None:
+        return args.run(args)
 
     pids = _with_children(args.pids, args.children)
     failed = 0
