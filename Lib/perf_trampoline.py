@@ -1,9 +1,14 @@
 """Turn the perf trampoline on or off in running Python processes.
 
     python -m perf_trampoline activate [--backend perf|perf_jit]
-                                       [--children] [--timeout S] PID...
-    python -m perf_trampoline deactivate [--children] [--timeout S] PID...
+                                       [--children] [--wait] [--timeout S]
+                                       PID...
+    python -m perf_trampoline deactivate [--children] [--wait]
+                                         [--timeout S] PID...
     python -m perf_trampoline status [--children] PID...
+    python -m perf_trampoline record ...   (Lib/_perf_record.py)
+    python -m perf_trampoline collapse ... (Lib/_perf_collapse.py)
+    python -m perf_trampoline clean ...    (Lib/_perf_clean.py)
 
 Design
 ------
@@ -41,6 +46,14 @@ twice more, then reported.  Writes go only into writable, non-executable data
 of the object that holds the block (/proc/PID/mem would write into code
 too).  A process that does not run Python code before the timeout
 keeps the request pending and serves it when it next runs.
+
+For the command line, a pending request is delivered, not failed: an idle
+server (every worker of a pre-fork server blocked in select(), say)
+serves it with its next request, which is when there is something to
+profile.  So `activate PID && perf record ...` goes on at once: exit
+status 0 when every process acknowledged or has the request pending, 1
+when any request failed; with --wait, 3 when none failed but some are
+still pending at the timeout (CLI_TIMEOUT, or WAIT_TIMEOUT with --wait).
 
 `status` only reads.
 
@@ -134,7 +147,13 @@ POLL_INTERVAL = 0.002
 # sent near the deadline.
 SENT_GRACE = 0.5
 DEFAULT_TIMEOUT = 5.0
+# The command line's --timeout, without and with --wait.
+CLI_TIMEOUT = 1.0
+WAIT_TIMEOUT = 30.0
 PENDING_TEXT = "requested: takes effect when the process next runs Python code"
+# The exit status of activate/deactivate --wait when no request failed but
+# some are still pending (1 is a failure, 2 a usage error).
+EXIT_PENDING = 3
 
 
 def _cstr(data):
@@ -156,6 +175,9 @@ class Target:
             raise LiveError("process %d has exited" % pid)
         found = symbol_addresses(pid, {BLOCK_SYMBOL, OUR_SYMBOL}, deadline)
         if BLOCK_SYMBOL not in found:
+            if not exists(pid):
+                # Its mappings went with it while they were being read.
+                raise LiveError("process %d has exited" % pid)
             if OUR_SYMBOL in found:
                 raise LiveError("live activation is disabled in process %d "
                                 "(built --without-remote-debug)" % pid)
@@ -579,20 +601,30 @@ def main(argv=None):
                        help="also reach every descendant of each PID "
                             "(for example a pre-fork server's workers)")
         if timeout:
-            p.add_argument("--timeout", type=_seconds,
-                           default=DEFAULT_TIMEOUT,
+            p.add_argument("--wait", action="store_true",
+                           help="wait for every process to acknowledge: "
+                                "a request still pending at the timeout "
+                                "gives exit status %d" % EXIT_PENDING)
+            p.add_argument("--timeout", type=_seconds, default=None,
                            metavar="S",
-                           help="seconds to wait for each process to "
-                                "acknowledge (default %(default)s); a "
-                                "process that does not run Python code "
-                                "meanwhile serves the request later")
+                           help="seconds to wait for the acknowledgements "
+                                "(default %g, or %g with --wait); a process "
+                                "that runs no Python code meanwhile keeps "
+                                "the request pending and serves it when it "
+                                "next does" % (CLI_TIMEOUT, WAIT_TIMEOUT))
         p.add_argument("pids", type=int, nargs="+", metavar="PID")
 
+    exit_status = (
+        "Exit status: 0 when every process acknowledged, or has the "
+        "request pending (a process that runs no Python code now serves "
+        "it when it next does: `activate PID && perf record ...` works on "
+        "an idle server); 1 when any request failed; with --wait, %d when "
+        "none failed but some are still pending." % EXIT_PENDING)
     p = sub.add_parser("activate", help="turn the trampoline on: each "
                        "process writes its perf map or jitdump",
                        description="Turn the perf trampoline on in each "
                        "process; prints one line per pid: the backend and "
-                       "the file that perf reads.")
+                       "the file that perf reads.", epilog=exit_status)
     p.add_argument("--backend", choices=sorted(BACKEND_CODES),
                    default="perf",
                    help="perf: /tmp/perf-PID.map, for frame-pointer "
@@ -602,7 +634,8 @@ def main(argv=None):
     p = sub.add_parser("deactivate", help="turn the trampoline off",
                        description="Turn the perf trampoline off in each "
                        "process: functions entered afterwards run without "
-                       "trampoline; the perf map keeps its records.")
+                       "trampoline; the perf map keeps its records.",
+                       epilog=exit_status)
     common(p)
     p = sub.add_parser("status", help="show what is active (only reads)",
                        description="Show, for each process, whether it "
@@ -633,11 +666,22 @@ def main(argv=None):
         code = BACKEND_CODES[args.backend]
     else:
         code = REQ_DEACTIVATE
-    for out in request_all(pids, code, args.timeout):
-        stream = sys.stdout if out.ok else sys.stderr
+    timeout = args.timeout
+    if timeout is None:
+        timeout = WAIT_TIMEOUT if args.wait else CLI_TIMEOUT
+    pending = 0
+    for out in request_all(pids, code, timeout):
+        # Pending is delivered: a failure only to a caller who waits.
+        delivered = out.ok or (out.pending and not args.wait)
+        stream = sys.stdout if delivered else sys.stderr
         print(out.text, file=stream, flush=True)
-        failed += not out.ok
-    return 1 if failed else 0
+        if out.pending:
+            pending += 1
+        elif not out.ok:
+            failed += 1
+    if failed:
+        return 1
+    return EXIT_PENDING if pending and args.wait else 0
 
 
 if __name__ == "__main__":

@@ -276,11 +276,45 @@ class TestNotTaking(TargetMixin, unittest.TestCase):
         proc, pid = self.start(code)
         out, before, after = requester("activate", "--timeout", 30, pid)
         self.assertNotEqual(out.returncode, 0)
+        # (an exit during the lookup, too, is "has exited", never "not a
+        # Python")
         self.assertRegex(out.stderr, rf"^{pid}: .*(has exited|does not "
-                         rf"exist|not a Python with live perf activation)")
+                         rf"exist)")
         self.assertEqual(proc.wait(timeout=30), -signal.SIGALRM)
         # it did not wait for the timeout
         self.assertLess(after - before, 30)
+
+    @unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+    def test_finalizing(self):
+        # libc's pause() as a C exit handler (glibc exports atexit() as
+        # __cxa_atexit()): it runs after Py_FinalizeEx(), so the process
+        # stays "finalizing" until killed.
+        code = PRELUDE + textwrap.dedent("""\
+            import ctypes
+            libc = ctypes.CDLL("libc.so.6")
+            pause = ctypes.cast(libc.pause, ctypes.c_void_p)
+            if libc.__cxa_atexit(pause, None, None) != 0:
+                raise SystemExit("__cxa_atexit() failed")
+            print("READY", flush=True)
+            """)
+        proc, pid = self.start(code)
+        for _ in range(1000):
+            if self.block(pid).state == pt.STATE_FINALIZING:
+                break
+            time.sleep(0.01)
+        out, _, _ = requester("status", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.split()[:2], [f"{pid}:", "finalizing"])
+        for wait in ((), ("--wait",)):
+            out, _, _ = requester("activate", *wait, pid)
+            self.assertEqual(out.returncode, 1, out.stderr)
+            self.assertEqual(out.stderr.strip(),
+                             f"{pid}: process {pid} is finalizing (exiting)")
+        block = self.block(pid)
+        self.assertEqual(block.request, 0)      # nothing was written
+        self.assertEqual(block.eval_breaker, 0)
+        proc.kill()
+        proc.wait()
 
 
 @unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
@@ -362,8 +396,8 @@ class TestRequests(TargetMixin, unittest.TestCase):
         proc, pid = self.start(code)
         self.assertEqual(proc.stdout.readline(), "SUB\n")
         self.wait_in_select(pid)
-        out, _, _ = requester("activate", "--timeout", 1, pid)
-        self.assertNotEqual(out.returncode, 0)
+        out, _, _ = requester("activate", "--wait", "--timeout", 1, pid)
+        self.assertEqual(out.returncode, pt.EXIT_PENDING, out.stderr)
         self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
         self.assertEqual(self.block(pid).request, pt.REQ_PERF)
         self.assertTrue(self.ask_active(proc))
@@ -453,9 +487,16 @@ class TestRequests(TargetMixin, unittest.TestCase):
     def test_blocked_for_the_whole_timeout(self):
         proc, pid = self.start(BLOCKED)
         self.wait_in_select(pid)
-        out, _, _ = requester("activate", "--timeout", 1, pid)
-        self.assertNotEqual(out.returncode, 0)
+        # Pending is delivered: success, unless the caller waits.
+        out, before, after = requester("activate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(), f"{pid}: {pt.PENDING_TEXT}")
+        self.assertEqual(out.stderr, "")
+        self.assertLess(after - before, pt.CLI_TIMEOUT + 10)
+        out, _, _ = requester("activate", "--wait", "--timeout", 1, pid)
+        self.assertEqual(out.returncode, pt.EXIT_PENDING, out.stderr)
         self.assertEqual(out.stderr.strip(), f"{pid}: {pt.PENDING_TEXT}")
+        self.assertEqual(out.stdout, "")
         block = self.block(pid)
         self.assertEqual(block.request, pt.REQ_PERF)
         out, _, _ = requester("status", pid)
@@ -484,6 +525,55 @@ class TestRequests(TargetMixin, unittest.TestCase):
             waker.join()
         self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
         self.finish(proc)
+
+    def test_idle_pre_fork_server(self):
+        # A master and two workers, all waiting in select(): `activate
+        # --children MASTER && perf record ...` must go on at once, and
+        # each process serves the request when it next runs.
+        code = PRELUDE + textwrap.dedent("""\
+            workers = []
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    workers = None
+                    break
+                workers.append(pid)
+            if workers is not None:
+                print("WORKERS", *workers, flush=True)
+                print("READY", flush=True)
+            select.select([sys.stdin], [], [])
+            for _ in range(1000):
+                pass
+            print("ACTIVE", os.getpid(), sys.is_stack_trampoline_active(),
+                  flush=True)
+            if workers:
+                for pid in workers:
+                    os.waitpid(pid, 0)
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", code],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=clean_env())
+        self.addCleanup(self._stop, proc)
+        master = int(proc.stdout.readline().split()[1])
+        workers = [int(w) for w in proc.stdout.readline().split()[1:]]
+        for pid in workers:
+            ph.forget_files(self, pid)
+        self.assertEqual(proc.stdout.readline(), "READY\n")
+        for pid in [master] + workers:
+            self.wait_in_select(pid)
+        out, before, after = requester("activate", "--children", master)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stderr, "")
+        self.assertEqual(sorted(out.stdout.splitlines()),
+                         sorted(f"{pid}: {pt.PENDING_TEXT}"
+                                for pid in [master] + workers))
+        self.assertLess(after - before, pt.CLI_TIMEOUT + 10)
+        stdout, err = proc.communicate(timeout=60)  # wakes all three
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(sorted(stdout.splitlines()),
+                         sorted(f"ACTIVE {pid} True"
+                                for pid in [master] + workers))
 
     def test_garbage_request(self):
         proc, pid = self.start(BLOCKED)
