@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import sysconfig
@@ -389,7 +390,10 @@ class TestRequests(TargetMixin, unittest.TestCase):
                     "os.write(1, b'SUB\\\\n')\\n"
                     "end = time.monotonic() + 4\\n"
                     "while time.monotonic() < end:\\n"
-                    "    sum(range(100))\\n")
+                    "    sum(range(100))\\n"
+                    # the GIL released and taken again: take_gil()
+                    # recomputes this interpreter's eval_breaker
+                    "    time.sleep(0)\\n")
             print("READY", flush=True)
             threading.Thread(target=interpreters.run_string,
                              args=(sub, LOOP), daemon=True).start()"""))
@@ -824,6 +828,58 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(block.request, 0)
         self.activate_ok(child)
         self.assertEqual(self.block(parent).active, 0)
+
+    def test_forked_with_a_request_pending(self):
+        # A request is in the parent's block when it forks: the child must
+        # not serve it (it was sent to the parent), the parent still must.
+        # The parent spins on a flag in its own memory, holding the GIL:
+        # nothing recomputes its eval_breaker, so the request, written
+        # here without the poke, waits there until the fork.
+        code = PRELUDE + textwrap.dedent("""\
+            import ctypes
+            flag = ctypes.c_int(0)
+            print("FLAG", ctypes.addressof(flag), flush=True)
+            print("READY", flush=True)
+            while not flag.value:
+                pass
+            pid = os.fork()
+            if pid == 0:
+                os.write(1, b"CHILD %d\\n" % os.getpid())
+                select.select([sys.stdin], [], [])
+                for _ in range(1000):
+                    pass
+                print("CHILD-ACTIVE", sys.is_stack_trampoline_active(),
+                      flush=True)
+                os._exit(0)
+            os.waitpid(pid, 0)
+            for _ in range(1000):
+                pass
+            print("PARENT-ACTIVE", sys.is_stack_trampoline_active(),
+                  flush=True)
+            """)
+        proc = subprocess.Popen([sys.executable, "-c", code],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True,
+                                env=clean_env())
+        self.addCleanup(self._stop, proc)
+        parent = int(proc.stdout.readline().split()[1])
+        flag = int(proc.stdout.readline().split()[1])
+        self.assertEqual(proc.stdout.readline(), "READY\n")
+        rid = 0x5eed0000f00d
+        with pt.Target(parent) as t:
+            t.put("request_id", rid)
+            t.put("request", pt.REQ_PERF)
+            t.mem.write(flag, struct.pack("=i", 1))
+        child = int(proc.stdout.readline().split()[1])
+        self.addCleanup(ph.forget_files, self, child)
+        block = self.block(child)
+        self.assertEqual(block.pid, child)
+        self.assertEqual(block.request, 0)
+        self.assertNotEqual(block.served_id, rid)
+        stdout, err = proc.communicate(timeout=60)  # wakes the child
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertEqual(stdout.splitlines(), ["CHILD-ACTIVE False",
+                                               "PARENT-ACTIVE True"])
 
 
 @unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
