@@ -98,7 +98,7 @@ help:
 	@echo "make deb        Debian's python3.11 source package with our series, built by"
 	@echo "                dpkg-buildpackage in $(DEB)/ and checked from its unpacked .debs"
 	@echo "                (DEB_STEP=prepare|build|check; about an hour on two cores)"
-	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot) show py:: names"
+	@echo "make check-viewer  profile viewers (speedscope, flame graph, hotspot, Firefox Profiler) show py:: names"
 	@echo "make docs       the HTML documentation in build/docs/html (needs no build)"
 	@echo "make series     export the series packagers apply, new files included, to $(DIST)/patches/"
 	@echo "make dist       the patched source tarball, configure regenerated: $(DIST_TGZ)"
@@ -263,7 +263,9 @@ deb: $(DIST)/patches/series
 	$(CLEAN_ENV) tools/deb.sh $(DIST)/patches $(DEB) $(JOBS) $(DEB_STEP)
 
 # A profile of examples/demo.py opened in speedscope and a flame graph in
-# headless Chromium, and in hotspot's parser (tools/viewer/viewer.test.mjs);
+# headless Chromium, in hotspot's parser and in the Firefox Profiler's
+# importer (its command line); `perf_trampoline record --python
+# --flamegraph` checked the same way (tools/viewer/viewer.test.mjs);
 # screenshots in build/viewer-shots/.
 check-viewer: $(BUILD)/python
 	tools/viewer/install.sh $(BUILD)/viewer

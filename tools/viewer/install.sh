@@ -1,7 +1,10 @@
 #!/bin/sh
 # Install what `make check-viewer` needs: Debian's chromium and hotspot,
 # then the npm packages locked in tools/viewer/package-lock.json into DIR
-# (build/viewer), again only when the lock file changed.
+# (build/viewer), again only when the lock file changed.  Among them is a
+# Node 24 binary (node-linux-ARCH, an optional dependency: npm installs the
+# one for this machine): the Firefox Profiler's command line requires Node
+# 24, and the system's node (Debian's is 18) runs only npm and the tests.
 #
 #   install.sh DIR
 set -eu
@@ -32,3 +35,8 @@ if ! cmp -s "$here/package-lock.json" "$dir/package-lock.json" ||
     cp "$here/package.json" "$here/package-lock.json" "$dir/"
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi
+ls "$dir"/node_modules/node-*-*/bin/node >/dev/null 2>&1 || {
+    echo "no Node 24 binary for $(uname -m) in $dir: add this machine's" \
+         "node-linux-ARCH to tools/viewer/package.json's optionalDependencies" >&2
+    exit 1
+}

@@ -6,9 +6,18 @@
 //     check above can fail);
 //   - `perf script report flamegraph` with the d3-flame-graph template:
 //     the flame graph Chromium renders labels the three functions;
-//   - hotspot's parser (hotspot-perfparser, what the GUI runs) names them.
+//   - hotspot's parser (hotspot-perfparser, what the GUI runs) names them;
+//   - the Firefox Profiler's own importer, run headless by its command line
+//     (profiler-cli, under the Node 24 it requires, locked in build/viewer):
+//     its top-down call tree has py::<module> -> py::baz -> py::bar ->
+//     py::foo, the evaluator's frames between them;
+//   - `python -m perf_trampoline record --python --flamegraph` of the same
+//     script: Chromium renders its flame graph with py::foo, and in the
+//     Firefox Profiler's tree of its Python-level text py::foo is a child
+//     of py::bar itself.
 // Screenshots go to $SHOTS (build/viewer-shots/).  Nothing else is left:
-// the temporary directory and /tmp/perf-PID.map are removed at the end.
+// the temporary directory, the importer's daemons and /tmp/perf-PID.map
+// are removed at the end.
 //
 // Environment: CHECK_PYTHON (the interpreter), VIEWER_DIR (where
 // tools/viewer/install.sh put node_modules), SHOTS, and PICTURE (a path:
@@ -36,9 +45,16 @@ const nodeModules = path.join(VIEWER_DIR, 'node_modules');
 const SPEEDSCOPE = path.join(nodeModules, 'speedscope', 'dist', 'release');
 const D3_TEMPLATE = path.join(nodeModules, 'd3-flame-graph', 'dist',
                               'templates', 'd3-flamegraph-base.html');
+// The Firefox Profiler's command line and the Node binary it runs under
+// (node-linux-ARCH: the package the `node` package would fetch, locked here).
+const PROFILER_CLI = path.join(nodeModules, '@firefox-devtools', 'profiler-cli',
+                               'dist', 'profiler-cli.js');
+const NODE24 = path.join(nodeModules, `node-${process.platform}-${process.arch}`,
+                         'bin', 'node');
 
 let tmp;           // our temporary directory
 let maps = [];     // /tmp/perf-PID.map files of our recordings
+let pqDir;         // the importer's session directory (sockets, daemon pids)
 let noPerf = '';   // why perf cannot work here, if it cannot
 let browser;
 let server;
@@ -130,6 +146,7 @@ before(async () => {
 after(async () => {
   if (browser) await browser.close();
   if (server) server.close();
+  await stopProfilerDaemons();
   for (const m of maps) fs.rmSync(m, { force: true });
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
@@ -200,19 +217,25 @@ test('without -X perf speedscope shows no py:: frame', async (t) => {
   await page.close();
 });
 
-test('perf script report flamegraph labels the Python functions', async (t) => {
-  if (skipIfNoPerf(t)) return;
-  const page = await newPage();
-  await page.goto(`${base}/flamegraph.html`);
-  // Labels that Chromium lays out at a readable width; d3 fills them in
-  // during its transition, so wait (up to 20 s) until the names are there.
+// Opens a d3-flame-graph page and returns the labels Chromium lays out at
+// a readable width; d3 fills them in during its transition, so wait (up
+// to 20 s) until the names are there.
+async function flameGraphLabels(page, url, shot) {
+  await page.goto(`${base}${url}`);
   const labels = () => [...document.querySelectorAll('svg foreignObject div, svg text')]
     .filter((e) => e.getBoundingClientRect().width > 40).map((e) => e.textContent);
   await page.waitForFunction(`(${labels})().filter((l) => l.startsWith('py::')).length >= 3`,
                              null, { timeout: 20000 }).catch(() => {});
   await page.waitForTimeout(300);
   const shown = await page.evaluate(`(${labels})()`);
-  await page.screenshot({ path: path.join(SHOTS, 'flamegraph.png') });
+  await page.screenshot({ path: path.join(SHOTS, shot) });
+  return shown;
+}
+
+test('perf script report flamegraph labels the Python functions', async (t) => {
+  if (skipIfNoPerf(t)) return;
+  const page = await newPage();
+  const shown = await flameGraphLabels(page, '/flamegraph.html', 'flamegraph.png');
   for (const name of NAMES) assert.ok(shown.includes(name), `${name} not in ${JSON.stringify(shown)}`);
   await page.close();
   assert.deepEqual(outside, []);
@@ -226,4 +249,147 @@ test("hotspot's perf parser names the Python functions", (t) => {
       { env: { ...process.env, XDG_RUNTIME_DIR: tmp } });
   const stream = fs.readFileSync(out, 'latin1');
   for (const name of NAMES) assert.ok(stream.includes(name), `${name} not in hotspot's stream`);
+});
+
+// --- the Firefox Profiler ----------------------------------------------
+// profiler-cli loads a file with the profiler's own importers into a
+// daemon (one per session, reached through a socket in pqDir), then
+// answers queries about it.
+
+function pq(args) {
+  return run(NODE24, [PROFILER_CLI, ...args],
+             { env: { ...process.env, PROFILER_CLI_SESSION_DIR: pqDir } });
+}
+
+// The top-down call tree (a JSON tree of {name, children}) of a `perf
+// script` text, as the Firefox Profiler imports it.
+function firefoxTree(file, session) {
+  if (!pqDir) pqDir = fs.mkdtempSync(path.join(tmp, 'pq-'));
+  pq(['load', file, '--session', session]);
+  const out = JSON.parse(pq(['thread', 'samples-top-down', '--session', session,
+                             '--max-lines', '5000', '--json']));
+  return out.regularCallTree;
+}
+
+// Stops the daemons our sessions started, and waits for them to exit (the
+// stop request is answered before the daemon is gone); one still running
+// after 5 s is killed by its pid.
+async function stopProfilerDaemons() {
+  if (!pqDir || !fs.existsSync(pqDir)) return;
+  const pids = fs.readdirSync(pqDir).filter((f) => f.endsWith('.json')).map(
+    (f) => JSON.parse(fs.readFileSync(path.join(pqDir, f), 'utf8')).pid);
+  try { pq(['stop', '--all']); } catch { /* the kill below */ }
+  const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  for (let i = 0; i < 50 && pids.some(alive); i++) {
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  for (const pid of pids.filter(alive)) process.kill(pid, 'SIGKILL');
+}
+
+// The first root-to-node path of the tree that holds the names of
+// `chain` in that order, other frames allowed between them; null if none.
+function findChain(node, chain, trail = []) {
+  const here = [...trail, node.name];
+  const left = chain.slice(chain[0] === node.name ? 1 : 0);
+  if (left.length === 0) return here;
+  for (const child of node.children || []) {
+    const found = findChain(child, left, here);
+    if (found) return found;
+  }
+  return null;
+}
+
+function pyNames(node, seen = new Set()) {
+  if (node.name.startsWith('py::')) seen.add(node.name);
+  for (const child of node.children || []) pyNames(child, seen);
+  return seen;
+}
+
+const CHAIN = [`py::<module>:${DEMO}`, ...[...NAMES].reverse()];   // module, baz, bar, foo
+
+test("the Firefox Profiler's importer shows the Python call chain", (t) => {
+  if (skipIfNoPerf(t)) return;
+  assert.match(run(NODE24, ['--version']), /^v24\./);
+  const tree = firefoxTree(served.get('/on.perf'), 'full');
+  const found = findChain(tree, CHAIN);
+  assert.ok(found, `no ${CHAIN.join(' -> ')} in the Firefox Profiler's tree; ` +
+                   `its py:: frames: ${JSON.stringify([...pyNames(tree)])}`);
+  // The full text: the evaluator's frames sit between two Python frames
+  // (what the Python-level view below drops).
+  const between = found.slice(found.indexOf(CHAIN[2]) + 1, -1);
+  assert.ok(between.includes('_PyEval_EvalFrameDefault'),
+            `py::bar -> py::foo without the evaluator between: ${JSON.stringify(found)}`);
+});
+
+// Removes the perf files of the processes sampled in a perf.data (only
+// those of our interpreter, the command the recording ran).
+function removePerfFiles(data) {
+  const comm = path.basename(PYTHON);
+  const pids = new Set();
+  for (const line of run('perf', ['script', '-i', data, '-F', 'comm,pid']).split('\n')) {
+    const m = line.trim().match(/^(.*\S)\s+(\d+)$/);
+    if (m && m[1] === comm) pids.add(m[2]);
+  }
+  for (const pid of pids) {
+    maps.push(`/tmp/perf-${pid}.map`, `/tmp/jit-${pid}.dump`);
+    for (const f of fs.readdirSync('/tmp')) {
+      if ((f.startsWith(`py-perf-${pid}-`) || f.startsWith(`jitted-${pid}-`)) &&
+          f.endsWith('.so')) maps.push(`/tmp/${f}`);
+    }
+  }
+}
+
+test('perf_trampoline record: its flame graph and Python-level text', async (t) => {
+  if (skipIfNoPerf(t)) return;
+  const dir = fs.mkdtempSync(path.join(tmp, 'record-'));
+  const name = path.join(dir, 'demo');
+  const rec = spawnSync(PYTHON, ['-m', 'perf_trampoline', 'record', '--python', '--flamegraph',
+                                 '--template', D3_TEMPLATE, '-o', name,
+                                 '--', PYTHON, 'examples/demo.py'],
+                        { encoding: 'utf8', maxBuffer: 1 << 28, timeout: 300000 });
+  if (fs.existsSync(`${name}.data`)) removePerfFiles(`${name}.data`);
+  assert.equal(rec.status, 0, `record exited ${rec.status}:\n${rec.stdout}${rec.stderr}`);
+  for (const ext of ['.data', '.txt', '.folded', '.html']) {
+    assert.ok(fs.existsSync(name + ext), `record wrote no ${name}${ext}:\n${rec.stdout}`);
+  }
+
+  served.set('/record.html', `${name}.html`);
+  const page = await newPage();
+  const shown = await flameGraphLabels(page, '/record.html', 'record-flamegraph.png');
+  assert.ok(shown.includes(NAMES[0]), `${NAMES[0]} not in ${JSON.stringify(shown)}`);
+  await page.close();
+  assert.deepEqual(outside, []);
+
+  // The Python-level text: one Python frame straight under the other, the
+  // native frames below py::foo kept.
+  const tree = firefoxTree(`${name}.txt`, 'python');
+  const found = findChain(tree, CHAIN);
+  assert.ok(found, `no ${CHAIN.join(' -> ')} in the Firefox Profiler's tree of ${name}.txt; ` +
+                   `its py:: frames: ${JSON.stringify([...pyNames(tree)])}`);
+  // Under every py::bar, py::foo is a child, never a deeper descendant.
+  const gaps = [];
+  let direct = 0;
+  (function walk(node) {
+    if (node.name === CHAIN[2]) {
+      (function below(n, between) {
+        for (const c of n.children || []) {
+          if (c.name === CHAIN[3]) {
+            if (between.length) gaps.push(between); else direct++;
+          } else {
+            below(c, [...between, c.name]);
+          }
+        }
+      })(node, []);
+    }
+    for (const c of node.children || []) walk(c);
+  })(tree);
+  assert.deepEqual(gaps, [], 'frames between py::bar and py::foo in the Python-level text');
+  assert.ok(direct > 0, `py::foo is never a child of py::bar: ${JSON.stringify(found)}`);
+  const from = found.indexOf(CHAIN[0]);
+  assert.deepEqual(found.slice(from), CHAIN,
+                   `frames between the Python ones: ${JSON.stringify(found.slice(from))}`);
+  // ...and the native frames py::foo runs kept below it.
+  let foo = tree;
+  for (const n of found.slice(1)) foo = foo.children.find((c) => c.name === n);
+  assert.ok((foo.children || []).length > 0, 'no native frame under py::foo');
 });
