@@ -49,9 +49,12 @@ DEB     := build-deb
 # Misc/NEWS.d has directories with spaces in their names ("Core and
 # Builtins"): the names are sorted first, then their spaces escaped, which
 # both make (prerequisites) and the shell (the copy loop below) understand.
-# Byte-code caches that a Python run in the checkout leaves are not ours.
+# Byte-code caches that a Python run in the checkout leaves are not ours,
+# and Doc/cpython-perf/ is the project's own documentation (the packagers'
+# and developers' guides), not a page of CPython's.
 OVERLAY := $(shell find Python Include Lib Doc Misc -type f \
-               ! -path '*/__pycache__/*' ! -name '*.py[co]' 2>/dev/null | \
+               ! -path '*/__pycache__/*' ! -name '*.py[co]' \
+               ! -path 'Doc/cpython-perf/*' 2>/dev/null | \
              LC_ALL=C sort | sed 's/ /\\ /g')
 SERIES  := $(addprefix $(PATCHES)/,$(shell grep -v '^\#' $(PATCHES)/series))
 
@@ -219,12 +222,14 @@ bench: $(BUILD)/python $(STOCK)/python
 	    --ours $(BUILD)/python
 
 # CPython's whole test suite in the three modes, compared test by test with
-# the README's list of known differences.  test_socket hangs on our machines
-# in every mode (with or without the patches), so it is left out.
+# the list of known differences in Doc/cpython-perf/developing.md.
+# test_socket hangs on our machines in every mode (with or without the
+# patches), so it is left out.
 REGRTEST_EXCLUDE ?= test_socket
 regrtest-perf: $(BUILD)/python
 	$(CLEAN_ENV) $(BUILD)/python tools/suite-modes.py --python $(BUILD)/python \
-	    --out $(BUILD)/regrtest-perf --jobs 2 --known README.md \
+	    --out $(BUILD)/regrtest-perf --jobs 2 \
+	    --known Doc/cpython-perf/developing.md \
 	    $(addprefix --exclude ,$(REGRTEST_EXCLUDE))
 # build/ installed as users install it, with CPython's own `make install`
 # (into a prefix, and staged under a DESTDIR), a venv made from the

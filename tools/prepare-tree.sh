@@ -40,7 +40,7 @@ for p in $(grep -v '^#' "$patchdir/series" | grep .); do
     if ! patch -d "$stage" -p1 -F0 -N -s --no-backup-if-mismatch \
             -r - < "$patchdir/$p"; then
         echo "error: patches/$p does not apply exactly to CPython 3.11.2" >&2
-        echo "       (zero fuzz; refresh it, see README 'Editing CPython files')" >&2
+        echo "       (zero fuzz; refresh it: Doc/cpython-perf/developing.md, 'Editing a CPython file')" >&2
         exit 1
     fi
 done

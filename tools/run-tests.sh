@@ -4,16 +4,20 @@
 #   run-tests.sh PYTHON...
 #
 # For each interpreter: the package Lib/test/test_perf_profiler/ (verbose), then
-# test_perf_unwind, test_perfmaps, test_perf_storms, test_perf_live and
-# test_perf_live_perf.  Then, on the first interpreter, a slice of CPython's
-# own suite in three modes (off, PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1),
-# which must give the same result test by test but for the README's known
-# differences (tools/suite-modes.py, which also removes the perf files the runs
-# make); on the others, the CPython suites whose code our patches touch, as
-# before.
+# test_perf_unwind, test_perfmaps, test_perf_storms, test_perf_live,
+# test_perf_live_hostile, test_perf_live_perf, test_perf_record,
+# test_perf_clean and test_perf_collapse.  Then, on the first interpreter, a
+# slice of CPython's own suite in three modes (off, PYTHONPERFSUPPORT=1,
+# PYTHON_PERF_JIT_SUPPORT=1), which must give the same result test by test but
+# for the known differences listed in Doc/cpython-perf/developing.md
+# (tools/suite-modes.py, which also removes the perf files the runs make), and
+# the README's quick-start commands as written (tools/check-readme.py, which is
+# given every interpreter: a block for an interpreter without frame pointers
+# runs with that one); on the others, the CPython suites whose code our
+# patches touch, as before.
 # The caller (make test) has cleared PYTHON* variables.
-# Ends with one line "N passed, N failed", counting test modules and the
-# three-mode comparison.
+# Ends with one line "N passed, N failed", counting test modules, the
+# three-mode comparison and the README check.
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
 # Calls, frames, generators, coroutines, threads, processes, signals,
@@ -35,7 +39,9 @@ first=""
 
 for py in "$@"; do
     echo "=== $py: $("$py" -c 'import sys; print(sys.version)' | head -1)"
-    tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms test_perf_live test_perf_live_perf"
+    tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms
+           test_perf_live test_perf_live_hostile test_perf_live_perf
+           test_perf_record test_perf_clean test_perf_collapse"
     [ -n "$first" ] && tests="$tests $CPYTHON_TESTS"
     for t in $tests; do
         verbose=""
@@ -53,11 +59,20 @@ for py in "$@"; do
         # shellcheck disable=SC2086
         if "$py" "$here/suite-modes.py" --python "$py" --jobs 2 \
                --out "$(dirname "$py")/suite-modes" \
-               --known "$here/../README.md" $MODES_TESTS; then
+               --known "$here/../Doc/cpython-perf/developing.md" \
+               $MODES_TESTS; then
             passed=$((passed + 1))
         else
             failed=$((failed + 1))
             failures="$failures $py:suite-modes"
+        fi
+        echo "=== $py: the README's quick start, as written"
+        if "$py" "$here/check-readme.py" --out "$(dirname "$py")/check-readme" \
+               "$@"; then
+            passed=$((passed + 1))
+        else
+            failed=$((failed + 1))
+            failures="$failures $py:check-readme"
         fi
     fi
 done

@@ -1,7 +1,7 @@
 """Run CPython's test suite in the three perf modes and compare the results.
 
     suite-modes.py --python PY --out DIR [--jobs N] [--timeout S]
-                   [--exclude TEST ...] [--known README.md] [TEST ...]
+                   [--exclude TEST ...] [--known FILE.md] [TEST ...]
 
 Runs `PY -m test -jN --junit-xml ...` (the given test modules, or the whole
 suite) three times: with perf support off, with PYTHONPERFSUPPORT=1 and with
@@ -12,9 +12,11 @@ caller's other PYTHON* variables are removed.
 Results are compared per test module (regrtest's verdict) and per test case
 (the JUnit XML).  Every result that is not the same in the three modes is a
 difference; a difference is allowed only if the "Known differences" section
-of --known lists it (an item "- `ID`, `ID` (MODE, MODE): reason", where
-an ID is a test module or a test case id as unittest prints it).  Listed differences
-that did not show up are reported too (only for modules that ran).
+of the Markdown file --known lists it (make test and make regrtest-perf give
+Doc/cpython-perf/developing.md; an item "- `ID`, `ID` (MODE, MODE): reason",
+where an ID is a test module or a test case id as unittest prints it).
+Listed differences that did not show up are reported too (only for modules
+that ran).
 
 Each run gets a /tmp of its own (a mount namespace, when we may make one),
 removed afterwards with the perf map and jitdump files the run made.  Where
@@ -88,7 +90,9 @@ def parse_args():
     p.add_argument("--timeout", type=int, default=1800,
                    help="seconds per test module (regrtest --timeout)")
     p.add_argument("--exclude", action="append", default=[])
-    p.add_argument("--known", help="README with a 'Known differences' list")
+    p.add_argument("--known", metavar="FILE.md",
+                   help="a Markdown file with a 'Known differences' "
+                        "section (Doc/cpython-perf/developing.md)")
     p.add_argument("--modes", default=",".join(MODES))
     p.add_argument("--reuse", action="store_true",
                    help="compare the results already in DIR, run nothing")
@@ -97,25 +101,37 @@ def parse_args():
 
 
 def read_known(path):
-    """{(id, mode): reason} from the README's list of known differences.
+    """{(id, mode): reason} from the list of known differences of the
+    Markdown file `path`.
 
     The list is the section whose heading says "Known differences"; each
     item is "- `ID`, `ID` (MODE, MODE): reason", continued on indented
-    lines; an ID is a test module or a test case id.
+    lines; an ID is a test module or a test case id.  Lines in fenced code
+    blocks are no headings.  A file without such a section is an error
+    (the list moved, and --known was not told).
     """
     known = {}
     if not path:
         return known
     items = []
     in_section = False
+    found = False
+    in_fence = False
     with open(path, encoding="utf-8") as f:
         for line in f:
+            if line.startswith("```"):
+                in_fence = not in_fence
+            if in_fence or line.startswith("```"):
+                continue
             if line.startswith("#"):
                 in_section = "known differences" in line.lower()
+                found = found or in_section
             elif in_section and line.startswith("- "):
                 items.append(line.strip())
             elif in_section and items and line.startswith("  "):
                 items[-1] += " " + line.strip()
+    if not found:
+        sys.exit(f"{path}: no section headed 'Known differences'")
     item = re.compile(r"- ((?:`[\w.]+`,? )+)\(([\w, ]+)\):\s*(.*)")
     for text in items:
         m = item.fullmatch(text)

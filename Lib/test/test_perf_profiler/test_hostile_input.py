@@ -1,8 +1,8 @@
 """Bad input: environment values, -X options, sys API arguments, the sys
 functions from threads, signal handlers, atexit and finalization, names
-that are hard to write (the rows of the README table "Bad input and
-hostile environments" up to file names; the rest is in
-test_hostile_system)."""
+that are hard to write (the rows of the table "Bad input and hostile
+environments" of the project's Doc/cpython-perf/using.md up to file names;
+the rest is in test_hostile_system)."""
 
 import os
 import re
@@ -21,9 +21,10 @@ from ._common import (
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestHostileInput(HostileInputCase):
-    """Bad input, one test per row of the README table "Bad input and
-    hostile environments" up to the file names: a clear error or warning,
-    the program and its output untouched, files that stay readable."""
+    """Bad input, one test per row of the table "Bad input and hostile
+    environments" (Doc/cpython-perf/using.md) up to the file names: a clear
+    error or warning, the program and its output untouched, files that
+    stay readable."""
 
     # -- environment variables and -X options -----------------------------
 

@@ -1,7 +1,8 @@
 """Hostile environments: a /tmp that is read-only, not a directory,
 noexec or full; no descriptors left; executable memory refused; signal
-storms (the rows of the README table "Bad input and hostile
-environments" after the file names; the rest is in test_hostile_input)."""
+storms (the rows of the table "Bad input and hostile environments" of
+the project's Doc/cpython-perf/using.md after the file names; the rest is
+in test_hostile_input)."""
 
 import os
 import re
@@ -27,10 +28,10 @@ from ._common import (
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
 class TestHostileInput(HostileInputCase):
-    """Hostile environments, one test per row of the README table "Bad
-    input and hostile environments" from the hostile /tmp on: a clear
-    error or warning, the program and its output untouched, files that
-    stay readable."""
+    """Hostile environments, one test per row of the table "Bad input
+    and hostile environments" (Doc/cpython-perf/using.md) from the hostile
+    /tmp on: a clear error or warning, the program and its output
+    untouched, files that stay readable."""
 
     # -- a hostile /tmp ------------------------------------------------------
 

@@ -1,0 +1,379 @@
+"""Run the commands of the README's quick start as written.
+
+    check-readme.py [--readme README.md] [--out DIR] [--timeout S]
+                    [--list] PYTHON [PYTHON...]
+
+The README promises that every command of its "Quick start" section runs
+as written; `make test` keeps that promise checked (tools/run-tests.sh
+runs this with the interpreters it tests), so that the README cannot go
+stale again.
+
+Design
+------
+The blocks.  Every fenced code block between the README's "## Quick
+start" heading and the next "## " heading is run, and each must be a
+```sh block: a block of another kind there would be a command that looks
+checked and is not, and fails the check, as does a section without
+blocks.  A block preceded by the line `<!-- check-readme: nofp -->` is
+meant for an interpreter built without frame pointers: it runs with the
+first PYTHON whose sysconfig PY_HAVE_FRAME_POINTERS is not "1", or with
+the first PYTHON when none is.  Every other block runs with the first
+PYTHON.
+
+How a block runs.  In a fresh directory under DIR that holds the example
+programs the README tells the reader to copy (examples/demo.py as app.py,
+examples/loop.py as loop.py), by `bash -e -o pipefail` (a command that
+fails ends the block, and the block fails), with:
+  - PATH: first a directory whose `python` is a symbolic link to the
+    interpreter under test, then the caller's PATH (the real `perf`);
+  - HOME: the block's directory, so that perf's build-id cache
+    (~/.debug), which copies every trampoline file a recording saw,
+    goes away with it;
+  - no PYTHON* variable of the caller; PERF_FLAMEGRAPH_TEMPLATE set to
+    the template `make check-viewer` installs, when the caller set none
+    and that one exists (record looks there for it);
+  - a session of its own, killed as a whole when the block ends or its
+    timeout passes, so that a program it started in the background (the
+    "running process" blocks start one) never outlives it.
+Output goes to DIR/block-N.log; a failure prints its tail.
+
+/tmp.  The blocks leave perf maps and trampoline files in /tmp, and one
+of them runs `python -m perf_trampoline clean`, which removes the files
+of every ended process of the user: in the shared /tmp, the files that
+other tests (running at the same time) still need.  So all the blocks of
+a run share a private /tmp, DIR/tmp bound over /tmp in a mount namespace
+of each block (as tools/suite-modes.py does), and DIR/tmp is removed at
+the end.  Where no mount namespace can be made (not root; or the
+interpreter or DIR under /tmp, which the private /tmp would hide), a
+block that runs `clean` is skipped, and after each block the perf files
+that appeared in /tmp and whose process no longer runs are removed.
+
+Skips, each with its reason, decided by probes that never run the code
+under test: every block when perf cannot record here (`perf record --
+true` fails); a block that asks for a flame graph (--flamegraph) when no
+d3-flame-graph template is in any place record looks
+($PERF_FLAMEGRAPH_TEMPLATE, perf's /usr/share/d3-flame-graph/, the one
+`make check-viewer` installs).
+
+Ends with one line "check-readme: N passed, N failed, N skipped"; the
+exit status is non-zero when a block failed (or none could be found).
+"""
+
+import argparse
+import glob
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SECTION = "quick start"
+NOFP_MARK = re.compile(r"^<!--\s*check-readme:\s*nofp\s*-->\s*$")
+FENCE = re.compile(r"^```(\S*)\s*$")
+# What the README tells the reader to copy, by the name it uses.
+EXAMPLES = {"app.py": "examples/demo.py", "loop.py": "examples/loop.py"}
+# Where record looks for the d3-flame-graph template, besides
+# $PERF_FLAMEGRAPH_TEMPLATE (Lib/_perf_collapse.py); and where
+# `make check-viewer` installs one.
+PERF_TEMPLATE = "/usr/share/d3-flame-graph/d3-flamegraph-base.html"
+VIEWER_TEMPLATE = os.path.join(
+    ROOT, "build", "viewer", "node_modules", "d3-flame-graph", "dist",
+    "templates", "d3-flamegraph-base.html")
+PERF_FILES = ("perf-*.map", "jit-*.dump", "jitted-*.so", "py-perf-*.so")
+TAIL = 40
+
+
+class Block:
+    def __init__(self, number, line, text, nofp):
+        self.number = number
+        self.line = line
+        self.text = text
+        self.nofp = nofp
+
+
+def parse_args():
+    p = argparse.ArgumentParser(
+        description="Run the README's quick-start blocks as written.")
+    p.add_argument("--readme", default=os.path.join(ROOT, "README.md"))
+    p.add_argument("--out", default=os.path.join(ROOT, "build",
+                                                 "check-readme"),
+                   help="where the blocks run and their logs stay "
+                        "(default build/check-readme)")
+    p.add_argument("--timeout", type=float, default=180.0,
+                   help="seconds per block (default 180)")
+    p.add_argument("--list", action="store_true",
+                   help="print the blocks and run nothing")
+    p.add_argument("pythons", nargs="+", metavar="PYTHON",
+                   help="the interpreter under test first; one without "
+                        "frame pointers for the blocks marked nofp")
+    return p.parse_args()
+
+
+def read_blocks(path):
+    """The quick start's blocks; exits with a message when the section is
+    missing, has no block, or has a block that is not `sh`."""
+    blocks = []
+    in_section = False
+    found = False
+    fence = None
+    nofp = False
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for number, line in enumerate(lines, 1):
+        if fence is not None:
+            if line.startswith("```"):
+                if in_section:
+                    lang, start, body = fence
+                    if lang != "sh":
+                        sys.exit(f"{path}:{start}: a block of the quick "
+                                 f"start that is not ```sh (```{lang}): "
+                                 f"every block there is run")
+                    blocks.append(Block(len(blocks) + 1, start,
+                                        "\n".join(body) + "\n", nofp))
+                    nofp = False
+                fence = None
+            else:
+                fence[2].append(line)
+            continue
+        m = FENCE.match(line)
+        if m:
+            fence = (m.group(1), number, [])
+        elif line.startswith("## "):
+            in_section = line[3:].strip().lower() == SECTION
+            found = found or in_section
+        elif in_section and NOFP_MARK.match(line):
+            nofp = True
+        elif in_section and line.strip() and nofp:
+            sys.exit(f"{path}:{number}: the nofp mark must stand right "
+                     f"before a block")
+    if not found:
+        sys.exit(f"{path}: no '## Quick start' section")
+    if not blocks:
+        sys.exit(f"{path}: the quick start has no ```sh block")
+    return blocks
+
+
+def config_var(python, name):
+    r = subprocess.run(
+        [python, "-I", "-c",
+         f"import sysconfig; print(sysconfig.get_config_var({name!r}))"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return r.stdout.strip()
+
+
+def nofp_python(pythons):
+    for python in pythons:
+        if config_var(python, "PY_HAVE_FRAME_POINTERS") != "1":
+            return python
+    return pythons[0]
+
+
+def under_tmp(path):
+    return path == "/tmp" or path.startswith("/tmp/")
+
+
+def can_make_private_tmp(paths):
+    if any(under_tmp(os.path.realpath(p)) for p in paths):
+        return False
+    try:
+        r = subprocess.run(["unshare", "--mount", "true"],
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    except OSError:
+        return False
+    return r.returncode == 0
+
+
+def perf_cannot_record(out):
+    """Why perf cannot record here, or None."""
+    data = os.path.join(out, "probe.data")
+    try:
+        r = subprocess.run(["perf", "record", "-o", data, "--", "true"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+    except OSError as e:
+        return f"perf cannot be run: {e}"
+    except subprocess.TimeoutExpired:
+        return "perf record -- true did not finish in 60 s"
+    finally:
+        for path in (data, data + ".old"):
+            if os.path.exists(path):
+                os.unlink(path)
+    if r.returncode != 0:
+        last = (r.stdout.strip().splitlines() or ["(no output)"])[-1]
+        return f"perf record -- true failed: {last}"
+    return None
+
+
+def flamegraph_template():
+    """The template record would use, or None."""
+    explicit = os.environ.get("PERF_FLAMEGRAPH_TEMPLATE")
+    for path in (explicit, PERF_TEMPLATE, VIEWER_TEMPLATE):
+        if path and os.path.isfile(path):
+            return path
+    return None
+
+
+def perf_files():
+    found = set()
+    for pattern in PERF_FILES:
+        found.update(glob.glob(os.path.join("/tmp", pattern)))
+    return found
+
+
+def pid_alive(path):
+    m = re.search(r"-(\d+)", os.path.basename(path))
+    if not m:
+        return False
+    try:
+        os.kill(int(m.group(1)), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def block_env(bindir, home):
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("PYTHON")}
+    env["PATH"] = bindir + os.pathsep + env.get("PATH", os.defpath)
+    env["HOME"] = home
+    if "PERF_FLAMEGRAPH_TEMPLATE" not in env and \
+            not os.path.isfile(PERF_TEMPLATE) and \
+            os.path.isfile(VIEWER_TEMPLATE):
+        env["PERF_FLAMEGRAPH_TEMPLATE"] = VIEWER_TEMPLATE
+    return env
+
+
+def kill_session(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_block(block, readme, python, out, private_tmp, timeout):
+    """(ok, seconds, log path)."""
+    work = tempfile.mkdtemp(prefix=f"block-{block.number}-", dir=out)
+    bindir = os.path.join(work, ".bin")
+    os.mkdir(bindir)
+    os.symlink(python, os.path.join(bindir, "python"))
+    for name, source in EXAMPLES.items():
+        shutil.copy(os.path.join(ROOT, source), os.path.join(work, name))
+    script = os.path.join(bindir, "block.sh")
+    with open(script, "w") as f:
+        f.write(block.text)
+    cmd = ["bash", "-e", "-o", "pipefail", script]
+    if private_tmp:
+        cmd = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+               'mount --bind "$0" /tmp && exec "$@"',
+               os.path.join(out, "tmp")] + cmd
+    log_path = os.path.join(out, f"block-{block.number}.log")
+    before = set() if private_tmp else perf_files()
+    start = time.monotonic()
+    with open(log_path, "w") as log:
+        log.write(f"# {readme} line {block.line}, python = {python}\n"
+                  f"# in {work}\n{block.text}# output:\n")
+        log.flush()
+        proc = subprocess.Popen(cmd, cwd=work, env=block_env(bindir, work),
+                                stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            kill_session(proc)
+            proc.wait()
+        if rc is None:
+            log.write(f"\ncheck-readme: timed out after {timeout:g} s\n")
+        elif rc:
+            log.write(f"\ncheck-readme: exit status {rc}\n")
+    elapsed = time.monotonic() - start
+    if not private_tmp:
+        for path in perf_files() - before:
+            if not pid_alive(path):
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+    shutil.rmtree(work, ignore_errors=True)
+    return rc == 0, elapsed, log_path
+
+
+def tail(path, n=TAIL):
+    with open(path, errors="replace") as f:
+        lines = f.read().splitlines()
+    return "\n".join("    " + line for line in lines[-n:])
+
+
+def main():
+    args = parse_args()
+    blocks = read_blocks(args.readme)
+    pythons = [os.path.abspath(p) for p in args.pythons]
+    nofp = nofp_python(pythons)
+    if args.list:
+        for b in blocks:
+            who = nofp if b.nofp else pythons[0]
+            print(f"--- block {b.number} (README line {b.line}, {who})")
+            print(b.text, end="")
+        return 0
+    out = os.path.abspath(args.out)
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    private_tmp = can_make_private_tmp(pythons + [out])
+    if private_tmp:
+        os.mkdir(os.path.join(out, "tmp"))
+        os.chmod(os.path.join(out, "tmp"), 0o1777)
+    else:
+        print("check-readme: no private /tmp here (a mount namespace); the "
+              "blocks run in the shared /tmp")
+    passed = failed = skipped = 0
+    why_not = perf_cannot_record(out)
+    template = flamegraph_template()
+    for b in blocks:
+        python = nofp if b.nofp else pythons[0]
+        head = (f"--- block {b.number} ({os.path.basename(args.readme)} "
+                f"line {b.line})")
+        skip = why_not
+        if skip is None and "--flamegraph" in b.text and template is None:
+            skip = ("no d3-flame-graph template here ($PERF_FLAMEGRAPH_"
+                    "TEMPLATE, " + PERF_TEMPLATE + "; make check-viewer "
+                    "installs one)")
+        if skip is None and "perf_trampoline clean" in b.text and \
+                not private_tmp:
+            skip = "it would clean the shared /tmp"
+        print(head, "with", python)
+        print("".join("    $ " + line + "\n"
+                      for line in b.text.splitlines()), end="")
+        if skip:
+            print(f"    skipped: {skip}")
+            skipped += 1
+            continue
+        ok, seconds, log_path = run_block(b, os.path.basename(args.readme),
+                                          python, out, private_tmp,
+                                          args.timeout)
+        if ok:
+            print(f"    ok ({seconds:.1f} s)")
+            passed += 1
+        else:
+            print(f"    FAILED ({seconds:.1f} s; {log_path}):")
+            print(tail(log_path))
+            failed += 1
+        sys.stdout.flush()
+    if private_tmp:
+        shutil.rmtree(os.path.join(out, "tmp"), ignore_errors=True)
+    print(f"check-readme: {passed} passed, {failed} failed, "
+          f"{skipped} skipped")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
