@@ -188,6 +188,21 @@ def _perf_inject_jit_works():
     return None
 
 
+def flamegraph_template():
+    """A d3-flame-graph template to fill, or None: the one the user points
+    at ($PERF_FLAMEGRAPH_TEMPLATE), perf's place for it, or the one
+    `make check-viewer` installs in build/viewer beside the builds."""
+    build = os.path.dirname(os.path.realpath(sys.executable))
+    for path in (os.environ.get("PERF_FLAMEGRAPH_TEMPLATE"),
+                 "/usr/share/d3-flame-graph/d3-flamegraph-base.html",
+                 os.path.join(os.path.dirname(build), "build", "viewer",
+                              "node_modules", "d3-flame-graph", "dist",
+                              "templates", "d3-flamegraph-base.html")):
+        if path and os.path.isfile(path):
+            return path
+    return None
+
+
 def jit_path(pid):
     return f"/tmp/jit-{pid}.dump"
 
