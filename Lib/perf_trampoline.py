@@ -586,16 +586,8 @@ def _seconds(text):
     return value
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m perf_trampoline",
-        description="Turn the perf trampoline on or off in running Python "
-                    "processes, as if each ran "
-                    "sys.activate_stack_trampoline() or "
-                    "sys.deactivate_stack_trampoline() itself.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.required = True
-
+def _add_live_parsers(sub):
+    """The commands of live activation: activate, deactivate, status."""
     def common(p, timeout=True):
         p.add_argument("--children", action="store_true",
                        help="also reach every descendant of each PID "
@@ -631,45 +623,39 @@ def main(argv=None):
                         "unwinding (default); perf_jit: /tmp/jit-PID.dump, "
                         "for --call-graph dwarf and perf inject --jit")
     common(p)
+    p.set_defaults(run=_run_request)
     p = sub.add_parser("deactivate", help="turn the trampoline off",
                        description="Turn the perf trampoline off in each "
                        "process: functions entered afterwards run without "
                        "trampoline; the perf map keeps its records.",
                        epilog=exit_status)
     common(p)
+    p.set_defaults(run=_run_request, backend=None)
     p = sub.add_parser("status", help="show what is active (only reads)",
                        description="Show, for each process, whether it "
                        "takes requests, the active backend and its file, "
                        "and any pending request.  Writes nothing.")
     common(p, timeout=False)
-    # The subcommands that work with perf itself and with the files (each
-    # module adds its parser, whose handler `run` gives the exit status).
-    import _perf_clean
-    import _perf_collapse
-    import _perf_record
-    for module in (_perf_record, _perf_collapse, _perf_clean):
-        module.add_parser(sub)
-    args = parser.parse_args(argv)
-    if getattr(args, "run", None) is not None:
-        return args.run(args)
+    p.set_defaults(run=_run_status)
 
-    pids = _with_children(args.pids, args.children)
+
+def _run_status(args):
     failed = 0
-    if args.command == "status":
-        for pid in pids:
-            out = status(pid)
-            print(out.text, flush=True)
-            failed += not out.ok
-        return 1 if failed else 0
+    for pid in _with_children(args.pids, args.children):
+        out = status(pid)
+        print(out.text, flush=True)
+        failed += not out.ok
+    return 1 if failed else 0
 
-    if args.command == "activate":
-        code = BACKEND_CODES[args.backend]
-    else:
-        code = REQ_DEACTIVATE
+
+def _run_request(args):
+    """activate (args.backend set) or deactivate: one line per process."""
+    code = BACKEND_CODES[args.backend] if args.backend else REQ_DEACTIVATE
     timeout = args.timeout
     if timeout is None:
         timeout = WAIT_TIMEOUT if args.wait else CLI_TIMEOUT
-    pending = 0
+    failed = pending = 0
+    pids = _with_children(args.pids, args.children)
     for out in request_all(pids, code, timeout):
         # Pending is delivered: a failure only to a caller who waits.
         delivered = out.ok or (out.pending and not args.wait)
@@ -682,6 +668,30 @@ def main(argv=None):
     if failed:
         return 1
     return EXIT_PENDING if pending and args.wait else 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m perf_trampoline",
+        description="Profile Python processes with Linux perf: turn the "
+                    "perf trampoline on or off in running processes (as "
+                    "if each ran sys.activate_stack_trampoline() or "
+                    "sys.deactivate_stack_trampoline() itself), record a "
+                    "command or a process, fold perf script text into "
+                    "stacks, and remove the files of ended processes.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+    _add_live_parsers(sub)
+    # The commands that work with perf itself and with its files, each in
+    # a module of its own that adds its parser (whose handler `run` gives
+    # the exit status).
+    import _perf_clean
+    import _perf_collapse
+    import _perf_record
+    for module in (_perf_record, _perf_collapse, _perf_clean):
+        module.add_parser(sub)
+    args = parser.parse_args(argv)
+    return args.run(args)
 
 
 if __name__ == "__main__":
