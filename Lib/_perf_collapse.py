@@ -111,9 +111,40 @@ the Firefox Profiler, hotspot) shows the same view.
 
 The text is read twice: first for the objects that hold the evaluator,
 then for the samples (standard input is first copied to a temporary
-file).  An output given as a path is written to a temporary file beside
-it, which replaces it when complete: a failure leaves no half-written
-file, and an output may be the input itself.
+file).  The folded stacks and the HTML are written once the whole text
+is read, and a file that an output replaces only then.  With
+require_samples (the collapse command) a text without any sample is an
+error raised before that: collapse leaves its OUT as it was.
+
+Writing an output path
+----------------------
+A path that does not exist or is a regular file is written to a
+temporary file beside it, which replaces it when complete (os.replace,
+which replaces a name and follows no link): a failure leaves no
+half-written file, and an output may be the input itself.  Anything
+else is written where it is, never replaced: a device (/dev/null), a
+FIFO, a terminal is opened for writing without O_CREAT and O_TRUNC, and
+with O_NOFOLLOW, so that a name swapped for a link in the meantime is
+not followed.
+
+A symbolic link is followed, link by link, unless it is in a
+world-writable sticky directory (/tmp) and belongs neither to the caller
+(the effective uid) nor to the directory's owner: there another user
+may have planted it to redirect what root writes (a link
+/tmp/perf.folded -> /etc/shadow), so it is refused with a one-line
+error.  That is the kernel's fs.protected_symlinks rule, applied here
+whatever the sysctl says (it is off on some systems).  Where the links
+end in a name that does not exist or in a regular file, that name is
+replaced as above, so a link stays a link.  A link of /proc (/dev/stdout
+-> /proc/self/fd/1) names an open file, not a path.  When it is one of
+the caller's own file descriptors (/proc/self/fd/N, /dev/fd/N, and so
+the usual -o /dev/stdout and /dev/stderr), the output is written to a
+duplicate of that descriptor, which shares its offset and flags: a file
+that the shell opened for the whole command (`> log`, `>> log`) is
+written at its offset, not over its start, and a socket, which cannot
+be opened through /proc, works too.  Any other /proc link is followed by
+the kernel and what it names written in place (truncated first if it is
+a regular file).
 
 The flame graph
 ---------------
@@ -135,6 +166,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import sys
 import tempfile
 
@@ -549,11 +581,92 @@ def _umask():
     return mask
 
 
+# Links followed at most, as the kernel does (MAXSYMLINKS).
+MAX_LINKS = 40
+
+
+def _proc_device():
+    """The device number of /proc (procfs), or None."""
+    try:
+        return os.stat("/proc/self/fd").st_dev
+    except OSError:
+        return None
+
+
+def _check_link(link, st, output):
+    """Refuse to follow the symbolic link `link` (its lstat `st`) when the
+    kernel's fs.protected_symlinks rule would: in a world-writable sticky
+    directory, owned neither by the caller nor by the directory's
+    owner."""
+    directory = os.path.dirname(link) or "."
+    try:
+        d = os.stat(directory)
+    except OSError as exc:
+        raise CollapseError("cannot write %s: %s" % (output, _reason(exc)))
+    shared = stat.S_ISVTX | stat.S_IWOTH
+    if (d.st_mode & shared == shared
+            and st.st_uid not in (os.geteuid(), d.st_uid)):
+        raise CollapseError(
+            "will not follow %s%s: it is a symbolic link of uid %d in %s, "
+            "a shared sticky directory where anyone can plant one to "
+            "redirect what you write: remove it or give another path"
+            % (link, "" if link == output else " to write %s" % output,
+               st.st_uid, directory))
+
+
+def _own_descriptor(path):
+    """N when `path` is /proc/self/fd/N (or /dev/fd/N...), a file
+    descriptor of this process; else None."""
+    directory, name = os.path.split(path)
+    if name.isdigit():
+        try:
+            if os.path.samestat(os.stat(directory or "."),
+                                os.stat("/proc/self/fd")):
+                return int(name)
+        except OSError:
+            pass
+    return None
+
+
+def _destination(output):
+    """How to write the output path `output` (see the module's
+    docstring): ("replace", path) to write a temporary file beside path
+    and rename it over path; ("open", path) to open path and write it in
+    place, ("follow", path) the same through a link of /proc, ("fd", n)
+    to write to a duplicate of file descriptor n."""
+    path = output
+    proc = _proc_device()
+    for _ in range(MAX_LINKS + 1):
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return "replace", path
+        except OSError as exc:
+            raise CollapseError("cannot write %s: %s"
+                                % (output, _reason(exc)))
+        if stat.S_ISREG(st.st_mode):
+            return "replace", path
+        if not stat.S_ISLNK(st.st_mode):
+            return "open", path
+        _check_link(path, st, output)
+        if st.st_dev == proc:
+            fd = _own_descriptor(path)
+            return ("follow", path) if fd is None else ("fd", fd)
+        try:
+            path = os.path.join(os.path.dirname(path), os.readlink(path))
+        except OSError as exc:
+            raise CollapseError("cannot write %s: %s"
+                                % (output, _reason(exc)))
+    raise CollapseError("cannot write %s: more than %d symbolic links to "
+                        "follow" % (output, MAX_LINKS))
+
+
 class _Output(object):
-    """A binary output: an open binary file, or a path.  A path is
-    written through a temporary file beside it, which replaces it once
-    complete: a failure leaves no partial file, and the output can be the
-    input itself (which is read to the end first).  Write errors become
+    """A binary output: an open binary file, or a path, written as
+    _destination() says: a regular file through a temporary file beside
+    it, which replaces it once complete (a failure leaves no partial
+    file, and the output can be the input itself, which is read to the
+    end first); anything else in place.  Write errors become
     CollapseError naming the output."""
 
     def __init__(self, target):
@@ -561,6 +674,7 @@ class _Output(object):
         self.target = target
         self.file = None if self.own else target
         self.temp = None
+        self.final = None
         self.name = target if self.own else getattr(target, "name", "output")
 
     def _error(self, exc):
@@ -568,15 +682,43 @@ class _Output(object):
 
     def open(self):
         if self.file is None:
-            directory, base = os.path.split(os.path.abspath(self.target))
+            how, where = _destination(self.target)
             try:
-                fd, self.temp = tempfile.mkstemp(prefix="." + base + ".",
-                                                 dir=directory)
-                os.fchmod(fd, 0o666 & ~_umask())
+                if how == "replace":
+                    fd, self.temp = tempfile.mkstemp(
+                        prefix="." + os.path.basename(where) + ".",
+                        dir=os.path.dirname(where) or ".")
+                    self.final = where
+                    os.fchmod(fd, 0o666 & ~_umask())
+                elif how == "fd":
+                    for stream in (sys.stdout, sys.stderr):
+                        if stream is not None:
+                            stream.flush()
+                    fd = os.dup(where)
+                else:
+                    fd = self._open_in_place(how, where)
             except OSError as exc:
                 raise self._error(exc)
             self.file = os.fdopen(fd, "wb")
         return self
+
+    def _open_in_place(self, how, path):
+        flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+        if how == "open":
+            flags |= os.O_NOFOLLOW
+        fd = os.open(path, flags)
+        try:
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                if how == "open":
+                    # lstat saw something else: a name swapped meanwhile
+                    raise CollapseError("cannot write %s: it changed while "
+                                        "being opened: try again"
+                                        % self.name)
+                os.ftruncate(fd, 0)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def write(self, data):
         try:
@@ -591,17 +733,21 @@ class _Output(object):
         if self.own and self.file is not None:
             try:
                 self.file.close()
-                os.replace(self.temp, self.target)
+                if self.temp is not None:
+                    os.replace(self.temp, self.final)
+                    self.temp = None
             except OSError as exc:
                 raise self._error(exc)
             finally:
                 self.file = None
-            self.temp = None
 
     def discard(self):
         """Leave the path as it was (after a failure)."""
         if self.own and self.file is not None:
-            self.file.close()
+            try:
+                self.file.close()
+            except OSError:
+                pass
             self.file = None
         if self.temp is not None:
             try:
@@ -612,7 +758,7 @@ class _Output(object):
 
 
 def collapse_stream(stream, name="-", folded=None, script=None, html=None,
-                    template=None, python_level=True):
+                    template=None, python_level=True, require_samples=False):
     """convert() on the seekable binary `stream` (`name` names it in
     messages); folded, script and html are paths or binary files."""
     template_text = _read_template(template) if html is not None else None
@@ -650,6 +796,10 @@ def collapse_stream(stream, name="-", folded=None, script=None, html=None,
                         script_out.write(raw)
                 if item.end is not None:
                     script_out.write(item.end)
+        if require_samples and not samples:
+            raise CollapseError(
+                "no samples in %s: give the text that `perf script` prints "
+                "for a perf.data file recorded with `perf record -g`" % name)
         if folded is not None:
             out = outputs[script is not None].open()
             out.write("".join("%s %d\n" % (key, counts[key])
@@ -688,14 +838,15 @@ def _html(counts, kernel_names, template_text, name, samples, python_level):
 
 
 def convert(src, folded=None, script=None, html=None, template=None,
-            python_level=True):
+            python_level=True, require_samples=False):
     """Read the `perf script` text at path `src` and write any of: folded
     stacks to path `folded`, the `perf script` text with the
     interpreter's frames between Python frames left out (`python_level`)
     or unchanged to path `script`, a self-contained HTML flame graph to
     path `html` from the d3-flame-graph template `template` (default:
     find_template()).  Returns the number of samples read.  Raises
-    CollapseError."""
+    CollapseError; with `require_samples`, also for a text without any
+    sample, and then before any output path is replaced."""
     if html is not None and template is None:
         template = find_template()
     try:
@@ -709,9 +860,10 @@ def convert(src, folded=None, script=None, html=None, template=None,
                 shutil.copyfileobj(stream, spool)
                 spool.seek(0)
                 return collapse_stream(spool, src, folded, script, html,
-                                       template, python_level)
+                                       template, python_level,
+                                       require_samples)
         return collapse_stream(stream, src, folded, script, html, template,
-                               python_level)
+                               python_level, require_samples)
 
 
 # ---- The command ------------------------------------------------------------
@@ -734,7 +886,10 @@ def add_parser(sub):
                         "input)")
     p.add_argument("-o", "--output", default="-", metavar="OUT",
                    help="where to write the folded stacks (default: "
-                        "standard output)")
+                        "standard output); a regular file is replaced once "
+                        "complete, a device or FIFO is written in place, "
+                        "a symbolic link of another user in a shared "
+                        "sticky directory such as /tmp is refused")
     p.add_argument("--all-frames", action="store_true",
                    help="keep every frame: no Python-level view")
     p.set_defaults(run=run)
@@ -761,11 +916,12 @@ def run(args):
             with tempfile.TemporaryFile() as spool:
                 shutil.copyfileobj(sys.stdin.buffer, spool)
                 spool.seek(0)
-                samples = collapse_stream(spool, "standard input", out,
-                                          python_level=python_level)
+                collapse_stream(spool, "standard input", out,
+                                python_level=python_level,
+                                require_samples=True)
         else:
-            samples = convert(args.input, folded=out,
-                              python_level=python_level)
+            convert(args.input, folded=out, python_level=python_level,
+                    require_samples=True)
         if out is sys.stdout.buffer:
             out.flush()
     except CollapseError as exc:
@@ -780,9 +936,4 @@ def run(args):
         return 0
     except OSError as exc:
         return _fail("cannot read or write: %s" % _reason(exc))
-    if not samples:
-        return _fail("no samples in %s: give the text that `perf script` "
-                     "prints for a perf.data file recorded with `perf "
-                     "record -g`" % ("standard input" if args.input == "-"
-                                     else args.input))
     return 0

@@ -30,8 +30,8 @@ fails ends the block, and the block fails), with:
     (~/.debug), which copies every trampoline file a recording saw,
     goes away with it;
   - no PYTHON* variable of the caller; PERF_FLAMEGRAPH_TEMPLATE set to
-    the template `make check-viewer` installs, when the caller set none
-    and that one exists (record looks there for it);
+    the template `make check-viewer` installs, when record would find
+    none of its own (_perf_collapse.find_template()) and that one exists;
   - a session of its own, killed as a whole when the block ends or its
     timeout passes, so that a program it started in the background (the
     "running process" blocks start one) never outlives it.
@@ -45,22 +45,30 @@ a run share a private /tmp, DIR/tmp bound over /tmp in a mount namespace
 of each block (as tools/suite-modes.py does), and DIR/tmp is removed at
 the end.  Where no mount namespace can be made (not root; or the
 interpreter or DIR under /tmp, which the private /tmp would hide), a
-block that runs `clean` is skipped, and after each block the perf files
-that appeared in /tmp and whose process no longer runs are removed.
+block that runs `clean` is skipped, and the blocks' perf files stay in
+/tmp: which of the files that appear there during a block are the
+block's cannot be told (another test running meanwhile writes the same
+names, and may still need them once its process has ended), so none is
+removed; the run ends with how many appeared and the command that
+removes them.  (Files are told by name as `clean` tells them:
+_perf_clean.pid_of().)
 
 Skips, each with its reason, decided by probes that never run the code
 under test: every block when perf cannot record here (`perf record --
-true` fails); a block that asks for a flame graph (--flamegraph) when no
-d3-flame-graph template is in any place record looks
-($PERF_FLAMEGRAPH_TEMPLATE, perf's /usr/share/d3-flame-graph/, the one
-`make check-viewer` installs).
+true` fails); a block that asks for a flame graph (--flamegraph) when
+there is no d3-flame-graph template, neither where record looks
+($PERF_FLAMEGRAPH_TEMPLATE, perf's /usr/share/d3-flame-graph/) nor the
+one `make check-viewer` installs.
+
+It runs under the interpreter under test (make test), or any Python 3:
+_perf_clean and _perf_collapse are that interpreter's, else this
+checkout's Lib/.
 
 Ends with one line "check-readme: N passed, N failed, N skipped"; the
 exit status is non-zero when a block failed (or none could be found).
 """
 
 import argparse
-import glob
 import os
 import re
 import shutil
@@ -72,19 +80,21 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+# Last on the path: the running interpreter's own modules come first.
+sys.path.append(os.path.join(ROOT, "Lib"))
+import _perf_clean      # noqa: E402
+import _perf_collapse   # noqa: E402
+
 SECTION = "quick start"
 NOFP_MARK = re.compile(r"^<!--\s*check-readme:\s*nofp\s*-->\s*$")
 FENCE = re.compile(r"^```(\S*)\s*$")
 # What the README tells the reader to copy, by the name it uses.
 EXAMPLES = {"app.py": "examples/demo.py", "loop.py": "examples/loop.py"}
-# Where record looks for the d3-flame-graph template, besides
-# $PERF_FLAMEGRAPH_TEMPLATE (Lib/_perf_collapse.py); and where
-# `make check-viewer` installs one.
-PERF_TEMPLATE = "/usr/share/d3-flame-graph/d3-flamegraph-base.html"
+# Where `make check-viewer` installs a d3-flame-graph template (record
+# itself looks where _perf_collapse.find_template() says).
 VIEWER_TEMPLATE = os.path.join(
     ROOT, "build", "viewer", "node_modules", "d3-flame-graph", "dist",
     "templates", "d3-flamegraph-base.html")
-PERF_FILES = ("perf-*.map", "jit-*.dump", "jitted-*.so", "py-perf-*.so")
 TAIL = 40
 
 
@@ -210,33 +220,24 @@ def perf_cannot_record(out):
     return None
 
 
-def flamegraph_template():
-    """The template record would use, or None."""
-    explicit = os.environ.get("PERF_FLAMEGRAPH_TEMPLATE")
-    for path in (explicit, PERF_TEMPLATE, VIEWER_TEMPLATE):
-        if path and os.path.isfile(path):
-            return path
+def viewer_template():
+    """The template `make check-viewer` installed, when record finds none
+    of its own (the blocks are then given it), else None."""
+    if _perf_collapse.find_template() is None and \
+            os.path.isfile(VIEWER_TEMPLATE):
+        return VIEWER_TEMPLATE
     return None
 
 
+def flamegraph_template():
+    """The template record will use in a block, or None."""
+    return _perf_collapse.find_template() or viewer_template()
+
+
 def perf_files():
-    found = set()
-    for pattern in PERF_FILES:
-        found.update(glob.glob(os.path.join("/tmp", pattern)))
-    return found
-
-
-def pid_alive(path):
-    m = re.search(r"-(\d+)", os.path.basename(path))
-    if not m:
-        return False
-    try:
-        os.kill(int(m.group(1)), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    """The names in /tmp that `clean` counts as perf files."""
+    return {name for name in os.listdir("/tmp")
+            if _perf_clean.pid_of(name) is not None}
 
 
 def block_env(bindir, home):
@@ -244,10 +245,9 @@ def block_env(bindir, home):
            if not k.startswith("PYTHON")}
     env["PATH"] = bindir + os.pathsep + env.get("PATH", os.defpath)
     env["HOME"] = home
-    if "PERF_FLAMEGRAPH_TEMPLATE" not in env and \
-            not os.path.isfile(PERF_TEMPLATE) and \
-            os.path.isfile(VIEWER_TEMPLATE):
-        env["PERF_FLAMEGRAPH_TEMPLATE"] = VIEWER_TEMPLATE
+    template = viewer_template()
+    if template is not None:
+        env[_perf_collapse.TEMPLATE_ENV] = template
     return env
 
 
@@ -259,7 +259,9 @@ def kill_session(proc):
 
 
 def run_block(block, readme, python, out, private_tmp, timeout):
-    """(ok, seconds, log path)."""
+    """(ok, seconds, log path, the names of perf files of ended processes
+    that appeared in the shared /tmp during the block: empty with a
+    private /tmp)."""
     work = tempfile.mkdtemp(prefix=f"block-{block.number}-", dir=out)
     bindir = os.path.join(work, ".bin")
     os.mkdir(bindir)
@@ -297,15 +299,13 @@ def run_block(block, readme, python, out, private_tmp, timeout):
         elif rc:
             log.write(f"\ncheck-readme: exit status {rc}\n")
     elapsed = time.monotonic() - start
+    left = set()
     if not private_tmp:
-        for path in perf_files() - before:
-            if not pid_alive(path):
-                try:
-                    os.unlink(path)
-                except FileNotFoundError:
-                    pass
+        # Left where they are: see "/tmp." in the docstring.
+        left = {name for name in perf_files() - before
+                if not _perf_clean.is_running(_perf_clean.pid_of(name))}
     shutil.rmtree(work, ignore_errors=True)
-    return rc == 0, elapsed, log_path
+    return rc == 0, elapsed, log_path, left
 
 
 def tail(path, n=TAIL):
@@ -336,6 +336,7 @@ def main():
         print("check-readme: no private /tmp here (a mount namespace); the "
               "blocks run in the shared /tmp")
     passed = failed = skipped = 0
+    left = set()
     why_not = perf_cannot_record(out)
     template = flamegraph_template()
     for b in blocks:
@@ -344,9 +345,10 @@ def main():
                 f"line {b.line})")
         skip = why_not
         if skip is None and "--flamegraph" in b.text and template is None:
-            skip = ("no d3-flame-graph template here ($PERF_FLAMEGRAPH_"
-                    "TEMPLATE, " + PERF_TEMPLATE + "; make check-viewer "
-                    "installs one)")
+            skip = ("no d3-flame-graph template here ($%s, %s; make "
+                    "check-viewer installs one)"
+                    % (_perf_collapse.TEMPLATE_ENV,
+                       _perf_collapse.DEFAULT_TEMPLATE))
         if skip is None and "perf_trampoline clean" in b.text and \
                 not private_tmp:
             skip = "it would clean the shared /tmp"
@@ -357,9 +359,10 @@ def main():
             print(f"    skipped: {skip}")
             skipped += 1
             continue
-        ok, seconds, log_path = run_block(b, os.path.basename(args.readme),
-                                          python, out, private_tmp,
-                                          args.timeout)
+        ok, seconds, log_path, block_left = run_block(
+            b, os.path.basename(args.readme), python, out, private_tmp,
+            args.timeout)
+        left |= block_left
         if ok:
             print(f"    ok ({seconds:.1f} s)")
             passed += 1
@@ -370,6 +373,11 @@ def main():
         sys.stdout.flush()
     if private_tmp:
         shutil.rmtree(os.path.join(out, "tmp"), ignore_errors=True)
+    elif left:
+        print(f"check-readme: {len(left)} perf files of ended processes "
+              f"appeared in /tmp during the blocks (some may be another "
+              f"program's): they stay; `python -m perf_trampoline clean` "
+              f"removes such files once no recording needs them")
     print(f"check-readme: {passed} passed, {failed} failed, "
           f"{skipped} skipped")
     return 1 if failed else 0

@@ -19,14 +19,17 @@ Listed differences that did not show up are reported too (only for modules
 that ran).
 
 Each run gets a /tmp of its own (a mount namespace, when we may make one),
-removed afterwards with the perf map and jitdump files the run made.  Where
-no mount namespace can be made, the /tmp/perf-*.map, /tmp/jit-*.dump,
-/tmp/jitted-*.so and /tmp/py-perf-*.so files that appeared during the run
-are removed, unless their process is still alive (it is not ours then).  A
-run with the feature on must have written files of its backend from at
-least two processes
-(regrtest's workers are child processes): otherwise the variable did not
-reach them, and that is a failure.
+removed afterwards with the perf files the run made (/tmp/perf-PID.map,
+jit-PID.dump, jitted-PID-N.so, py-perf-PID-N.so, told by name as
+`python -m perf_trampoline clean` tells them: _perf_clean.pid_of()).
+Where no mount namespace can be made, the run's files stay in the shared
+/tmp: which of the files that appear there during a run are the run's
+cannot be told (a test or profiler running meanwhile writes the same
+names, and may still need them after its process has ended), so none is
+removed; the summary says how many appeared and the command that removes
+them.  A run with the feature on must have written files of its backend
+from at least two processes (regrtest's workers are child processes):
+otherwise the variable did not reach them, and that is a failure.
 
 The off mode must also pass on its own: a test that fails in it (and so,
 most likely, in every mode, which the comparison cannot see) is a failure
@@ -38,10 +41,14 @@ fail in every mode.
 
 Logs and XML files stay in DIR.  Ends with one summary line; the exit
 status is non-zero on any unexplained difference or failed check.
+
+It runs under the interpreter under test (make test, make regrtest-perf),
+or any Python 3: _perf_clean is that interpreter's, else this checkout's
+Lib/.
 """
 
 import argparse
-import glob
+import fnmatch
 import json
 import os
 import re
@@ -52,12 +59,18 @@ import sys
 import time
 import xml.etree.ElementTree as ET
 
+# Last on the path: the running interpreter's own modules come first.
+sys.path.append(os.path.join(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))), "Lib"))
+import _perf_clean  # noqa: E402
+
 MODES = {
     "off": {},
     "perf": {"PYTHONPERFSUPPORT": "1"},
     "perf_jit": {"PYTHON_PERF_JIT_SUPPORT": "1"},
 }
-# The files each backend writes, in /tmp; perf inject writes the last kind.
+# The files each backend writes, in /tmp; perf inject writes the third
+# kind, and both backends the trampoline files (arenas).
 PERF_FILES = {
     "perf": "perf-*.map",
     "perf_jit": "jit-*.dump",
@@ -147,10 +160,11 @@ def read_known(path):
     return known
 
 
-def have_private_tmp(python):
-    # A private /tmp would hide an interpreter (or this checkout) that
-    # lives under /tmp.
-    for path in (os.path.abspath(python), os.getcwd()):
+def have_private_tmp(python, out):
+    # A private /tmp would hide an interpreter, this checkout or the
+    # output directory that lives under /tmp.
+    for path in (os.path.abspath(python), os.getcwd(),
+                 os.path.abspath(out)):
         if path == "/tmp" or path.startswith("/tmp/"):
             return False
     try:
@@ -163,23 +177,16 @@ def have_private_tmp(python):
 
 
 def perf_files(root):
-    found = {}
-    for kind, pattern in PERF_FILES.items():
-        found[kind] = set(glob.glob(os.path.join(root, pattern)))
+    """{kind: set of names} of the perf files in `root`."""
+    found = {kind: set() for kind in PERF_FILES}
+    for name in os.listdir(root):
+        if _perf_clean.pid_of(name) is None:
+            continue
+        for kind, pattern in PERF_FILES.items():
+            if fnmatch.fnmatchcase(name, pattern):
+                found[kind].add(name)
+                break
     return found
-
-
-def pid_alive(path):
-    m = re.search(r"-(\d+)", os.path.basename(path))
-    if not m:
-        return False
-    try:
-        os.kill(int(m.group(1)), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def default_signals():
@@ -227,19 +234,17 @@ def run_mode(args, mode, private_tmp):
 
     after = perf_files(tmp_root)
     made = {kind: after[kind] - before[kind] for kind in PERF_FILES}
+    left = 0
     if private_tmp:
         shutil.rmtree(tmp_root, ignore_errors=True)
     else:
-        for files in made.values():
-            for path in files:
-                if not pid_alive(path):
-                    try:
-                        os.unlink(path)
-                    except FileNotFoundError:
-                        pass
+        # Left where they are: see the module's docstring.
+        left = sum(1 for names in made.values() for name in names
+                   if not _perf_clean.is_running(_perf_clean.pid_of(name)))
     run = {
         "rc": rc, "time": elapsed, "log": log_path, "xml": xml_path,
         "files": {kind: len(files) for kind, files in made.items()},
+        "left": left, "private_tmp": private_tmp,
     }
     with open(os.path.join(out, f"{mode}.json"), "w") as f:
         json.dump(run, f)
@@ -300,11 +305,11 @@ def main():
     modes = args.modes.split(",")
     os.makedirs(args.out, exist_ok=True)
     known = read_known(args.known)
-    private_tmp = have_private_tmp(args.python)
+    private_tmp = have_private_tmp(args.python, args.out)
     print(f"suite-modes: {len(args.tests) or 'all'} test modules, -j{args.jobs}"
           f", excluded: {' '.join(args.exclude) or 'none'}; perf files go to "
           + ("a private /tmp per mode" if private_tmp else
-             "/tmp (new ones of dead processes removed after each mode)"),
+             "the shared /tmp, where they stay (no private /tmp here)"),
           flush=True)
 
     runs = {}
@@ -323,6 +328,8 @@ def main():
         npass = sum(1 for c in run["cases"].values()
                     for v in c.values() if v == "pass")
         files = run["files"]
+        fate = ("removed" if run.get("private_tmp", True)
+                else "left in /tmp")
         print(f"{mode:>8}: {len(run['modules'])} run, {counts['pass']} passed,"
               f" {counts['fail']} failed, {counts['skip']} skipped;"
               f" {ncases} test cases, {npass} passed;"
@@ -330,7 +337,7 @@ def main():
               f" files made: "
               f"{files['perf']} maps, {files['perf_jit']} dumps,"
               f" {files['inject']} jitted .so, {files['arenas']} arena"
-              " files (removed)", flush=True)
+              f" files ({fate})", flush=True)
         if not run["modules"]:
             problems.append(f"{mode}: no test ran (see {run['log']})")
         if mode != "off" and files[mode] < 2:
@@ -406,6 +413,13 @@ def main():
     if stale:
         print("listed as known differences but the same in all modes now: "
               + ", ".join(stale))
+
+    left = sum(run.get("left", 0) for run in runs.values())
+    if left:
+        print(f"suite-modes: {left} perf files of ended processes appeared "
+              f"in /tmp during the runs (some may be another program's): "
+              f"they stay; `python -m perf_trampoline clean` removes such "
+              f"files once no recording needs them")
 
     problems += [f"unexplained difference: {u}" for u in unexplained]
     for p in problems:

@@ -2,12 +2,12 @@
 
 /tmp is shared with other tests and programs, so most tests run the
 command on a private directory (its hidden --dir option) with files they
-make there, named after pids chosen for what the test needs: a pid that
-cannot run (above the kernel's pid_max), a process the test keeps
-sleeping, this very process.  One class works on the real /tmp, with the
-files of an interpreter the test ran (and of one it keeps running), and
-removes only those: the command's --dry-run over all of /tmp, then the
-module's clean() limited to the test's pids.
+make there, named after pids chosen for what the test needs: pids that
+no process has (those of children just reaped, each checked), a process
+the test keeps sleeping, this very process.  One class works on the real
+/tmp, with the files of an interpreter the test ran (and of one it keeps
+running), and removes only those: the command's --dry-run over all of
+/tmp, then the module's clean() limited to the test's files.
 """
 
 import contextlib
@@ -48,20 +48,24 @@ def pid_runs(pid):
     return True
 
 
-def dead_pid(offset=0):
-    """A pid that no process has: above pid_max where the kernel allows
-    such a name (at most _perf_clean.MAX_PID), else that of a child that
-    has just been reaped."""
-    with open("/proc/sys/kernel/pid_max") as f:
-        pid_max = int(f.read())
-    if pid_max + 100 <= _perf_clean.MAX_PID:
-        return pid_max + 1 + offset
-    for _ in range(10):
+def dead_pids(count):
+    """`count` distinct pids that no process has: those of children that
+    have just been reaped, each checked to run no more.  The kernel hands
+    pids out in turn, from the last one up to pid_max and round again, so
+    a freed pid stays free for far longer than a test takes, whatever
+    pid_max is.  (The pid after one of these is no free pid: it is likely
+    to be the next process the test starts, the command under test.)"""
+    pids = []
+    for _ in range(10 * count):
         child = subprocess.Popen(["true"])
         child.wait()
-        if not pid_runs(child.pid):
-            return child.pid
-    raise unittest.SkipTest("no pid stays free long enough here")
+        if child.pid not in pids and not pid_runs(child.pid):
+            pids.append(child.pid)
+            if len(pids) == count:
+                break
+    if len(pids) < count or any(pid_runs(pid) for pid in pids):
+        raise unittest.SkipTest("no pid stays free long enough here")
+    return pids
 
 
 def nobody_problem():
@@ -97,7 +101,8 @@ class PrivateDirTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="test_perf_clean_")
         self.addCleanup(shutil.rmtree, self.dir, ignore_errors=True)
-        self.dead = dead_pid()
+        # Two pids of ended processes.
+        self.dead, self.dead2 = dead_pids(2)
 
     def path(self, name):
         return os.path.join(self.dir, name)
@@ -140,13 +145,14 @@ class PrivateDirTest(unittest.TestCase):
 class TestRemoves(PrivateDirTest):
 
     def test_dead_pids_files(self):
-        names = kinds(self.dead) + kinds(self.dead + 1)
+        names = kinds(self.dead) + kinds(self.dead2)
         self.make(*names, size=5000)
         blocks = sum(os.stat(self.path(n)).st_blocks * 512 for n in names)
         proc = self.clean()
         listed = self.check_summary(proc, len(names), blocks)
         # Sorted by pid, then name; full paths.
-        expected = sorted(kinds(self.dead)) + sorted(kinds(self.dead + 1))
+        expected = [name for pid in sorted([self.dead, self.dead2])
+                    for name in sorted(kinds(pid))]
         self.assertEqual(listed, [self.path(n) for n in expected])
         self.assertEqual(self.present(), [])
 
@@ -237,33 +243,40 @@ class TestLeavesAlone(PrivateDirTest):
 
     def test_other_users_files(self):
         # As root: files of other users stay, though root could remove
-        # them.
+        # them; root's own files of the same pids go (the pids count as
+        # ended: only the owner keeps the others).
         if os.geteuid() != 0:
             self.skipTest("not root: cannot make files of another user")
         nobody = pwd.getpwnam("nobody").pw_uid
-        theirs = kinds(self.dead)
-        unnamed = [f"perf-{self.dead + 1}.map"]
+        mine = [f"perf-{self.dead}.map", f"jit-{self.dead2}.dump"]
+        theirs = [n for n in kinds(self.dead) if n not in mine]
+        unnamed = [f"perf-{self.dead2}.map"]
+        self.make(*mine)
         self.make(*theirs, uid=nobody)
         self.make(*unnamed, uid=54321)      # a uid without a user
         proc = self.clean()
-        self.check_summary(proc, 0)
+        self.assertEqual(sorted(self.check_summary(proc, len(mine))),
+                         sorted(self.path(n) for n in mine))
         self.assertEqual(self.present(), sorted(theirs + unnamed))
 
     def test_user_leaves_roots_files(self):
         # A user in a directory of their own (no sticky bit) could unlink
-        # root's file there: the command does not.
+        # root's file there: the command does not.  Root's files have the
+        # pids of the user's, which go.
         problem = nobody_problem()
         if problem:
             self.skipTest(problem)
         nobody = pwd.getpwnam("nobody")
         os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
-        mine = kinds(self.dead)
-        roots = kinds(self.dead + 1)
+        mine = [f"perf-{self.dead}.map", f"py-perf-{self.dead}-0.so",
+                f"jit-{self.dead2}.dump"]
+        roots = [n for n in kinds(self.dead) + kinds(self.dead2)
+                 if n not in mine]
         self.make(*mine, uid=nobody.pw_uid)
         self.make(*roots)
         proc = self.clean(user="nobody")
-        self.assertEqual(self.check_summary(proc, len(mine)),
-                         [self.path(n) for n in sorted(mine)])
+        self.assertEqual(sorted(self.check_summary(proc, len(mine))),
+                         sorted(self.path(n) for n in mine))
         self.assertEqual(self.present(), sorted(roots))
 
     def test_symlinks(self):

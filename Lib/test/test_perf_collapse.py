@@ -10,6 +10,8 @@ C extension (_bisect, _heapq) that calls Python back.
 import json
 import os
 import re
+import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -335,6 +337,30 @@ class ScriptOutputTests(unittest.TestCase):
                         folded=os.path.join(tmp, "no", "such.folded"))
             self.assertEqual(os.listdir(tmp), ["perf.txt"])
 
+    def test_no_samples(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "perf.txt")
+            with open(src, "w") as f:
+                f.write("# perf script of an empty recording\n")
+            outputs = {}
+            for kind in ("folded", "script"):
+                outputs[kind] = os.path.join(tmp, kind)
+                with open(outputs[kind], "w") as f:
+                    f.write("earlier\n")
+            with self.assertRaisesRegex(CollapseError,
+                                        "^no samples in .*perf.txt: "):
+                convert(src, require_samples=True, **outputs)
+            for path in outputs.values():
+                with open(path) as f:
+                    self.assertEqual(f.read(), "earlier\n")
+            # without require_samples (record), empty outputs
+            self.assertEqual(convert(src, **outputs), 0)
+            with open(outputs["folded"]) as f:
+                self.assertEqual(f.read(), "")
+            with open(outputs["script"]) as f:
+                self.assertEqual(f.read(),
+                                 "# perf script of an empty recording\n")
+
     def test_all_frames_unchanged(self):
         text = (b"# header\n" + NESTED_SAMPLE.encode()
                 + b"py\xff 1 1.0: 1 cpu-clock: \r\n\t 1 f (x)\n\n\n"
@@ -442,23 +468,10 @@ class HtmlTests(unittest.TestCase):
             self.assertEqual(find_template("/x/t.html"), "/x/t.html")
 
 
-def viewer_template():
-    """d3-flame-graph's template where `make check-viewer` installs it
-    (build/viewer beside the interpreter), or None."""
-    for build in (os.path.dirname(sys.executable),
-                  os.path.join(os.path.dirname(sys.executable), os.pardir,
-                               "build")):
-        path = os.path.join(build, "viewer", "node_modules", "d3-flame-graph",
-                            "dist", "templates", "d3-flamegraph-base.html")
-        if os.path.isfile(path):
-            return path
-    return None
-
-
 class RealTemplateTests(unittest.TestCase):
 
     def setUp(self):
-        self.template = viewer_template()
+        self.template = perf_helper.flamegraph_template()
         if self.template is None:
             self.skipTest("d3-flame-graph is not installed in build/viewer "
                           "(make check-viewer installs it)")
@@ -487,10 +500,11 @@ class CommandTests(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="test_perf_collapse_")
         self.addCleanup(os_helper.rmtree, self.tmp)
 
-    def collapse(self, *args, input=None):
+    def collapse(self, *args, input=None, stdout=subprocess.PIPE, **kw):
         return subprocess.run(
             [sys.executable, "-m", "perf_trampoline", "collapse", *args],
-            input=input, capture_output=True, env=env_with(), timeout=120)
+            input=input, stdout=stdout, stderr=subprocess.PIPE,
+            env=env_with(), timeout=120, **kw)
 
     def write(self, name, data):
         path = os.path.join(self.tmp, name)
@@ -533,6 +547,178 @@ class CommandTests(unittest.TestCase):
             self.collapse("-o", os.path.join(self.tmp, "no", "dir"), src),
             "cannot write .*no/dir")
         self.check_error(self.collapse(self.tmp), "cannot read ")
+
+    def test_no_samples_keeps_output(self):
+        out = self.write("perf.folded", b"earlier\n")
+        empty = self.write("empty.txt", b"# nothing recorded\n")
+        self.check_error(self.collapse("-o", out, empty),
+                         "no samples in .*empty.txt: ")
+        self.check_error(self.collapse("-o", out, input=b""),
+                         "no samples in standard input: ")
+        with open(out, "rb") as f:
+            self.assertEqual(f.read(), b"earlier\n")
+
+    def test_fifo_written_in_place(self):
+        src = self.write("perf.txt", NESTED_SAMPLE.encode())
+        fifo = os.path.join(self.tmp, "fifo")
+        os.mkfifo(fifo)
+        reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        self.addCleanup(os.close, reader)
+        proc = self.collapse("-o", fifo, src)
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                         (0, b"", b""))
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode))
+        self.assertEqual(os.read(reader, 65536),
+                         (NESTED_LEVEL + " 1\n").encode())
+
+    def test_device_written_in_place(self):
+        # a null device of the test's own, not /dev/null: a collapse
+        # that replaced it would break the machine
+        src = self.write("perf.txt", NESTED_SAMPLE.encode())
+        null = os.path.join(self.tmp, "null")
+        try:
+            os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+            os.close(os.open(null, os.O_WRONLY))
+        except PermissionError as exc:
+            self.skipTest("cannot make and open a device file here: %s"
+                          % exc)
+        proc = self.collapse("-o", null, src)
+        self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                         (0, b"", b""))
+        st = os.lstat(null)
+        self.assertTrue(stat.S_ISCHR(st.st_mode))
+        self.assertEqual(st.st_rdev, os.makedev(1, 3))
+
+    def test_descriptors_through_links(self):
+        # -o /dev/stdout, /dev/stderr, /dev/fd/N, through links of the
+        # test's own (a collapse that replaced the link /dev/stdout would
+        # break the machine)
+        src = self.write("perf.txt", NESTED_SAMPLE.encode())
+        expected = (NESTED_LEVEL + " 1\n").encode()
+        out = os.path.join(self.tmp, "out")
+        os.symlink("/proc/self/fd/1", out)
+        err = os.path.join(self.tmp, "err")
+        os.symlink("/dev/stderr", err)
+        with self.subTest(stdout="pipe"):
+            proc = self.collapse("-o", out, src)
+            self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                             (0, expected, b""))
+        with self.subTest(stderr="pipe"):
+            proc = self.collapse("-o", err, src)
+            self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                             (0, b"", expected))
+        with self.subTest(stdout="a file written before"):
+            # appended at the offset the caller's file is at, not written
+            # over its start
+            with open(os.path.join(self.tmp, "log"), "w+b") as log:
+                log.write(b"header\n")
+                log.flush()
+                proc = self.collapse("-o", out, src, stdout=log)
+                self.assertEqual((proc.returncode, proc.stderr), (0, b""))
+                log.seek(0)
+                self.assertEqual(log.read(), b"header\n" + expected)
+        with self.subTest(fd="a file opened to append"):
+            with open(os.path.join(self.tmp, "appended"), "ab") as log:
+                log.write(b"before\n")
+                log.flush()
+                fd = log.fileno()
+                link = os.path.join(self.tmp, "fd")
+                os.symlink("/dev/fd/%d" % fd, link)
+                proc = self.collapse("-o", link, src, pass_fds=[fd])
+                self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                                 (0, b"", b""))
+            with open(os.path.join(self.tmp, "appended"), "rb") as log:
+                self.assertEqual(log.read(), b"before\n" + expected)
+        with self.subTest(stdout="socket"):
+            # /proc/self/fd/1 of a socket cannot be opened
+            ours, theirs = socket.socketpair()
+            with ours, theirs:
+                proc = self.collapse("-o", out, src, stdout=theirs.fileno())
+                theirs.close()
+                ours.settimeout(30)
+                data = b""
+                while True:
+                    chunk = ours.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+            self.assertEqual((proc.returncode, proc.stderr, data),
+                             (0, b"", expected))
+        self.assertEqual(os.readlink(out), "/proc/self/fd/1")
+        self.assertEqual(os.readlink(err), "/dev/stderr")
+
+    def test_links_followed(self):
+        src = self.write("perf.txt", NESTED_SAMPLE.encode())
+        expected = (NESTED_LEVEL + " 1\n").encode()
+        target = self.write("target", b"earlier\n")
+        # the target is replaced, not written over: another name of the
+        # earlier file keeps it
+        keep = os.path.join(self.tmp, "keep")
+        os.link(target, keep)
+        links = {"link": "target", "chain": "link", "dangling": "new"}
+        for name, to in links.items():
+            os.symlink(to, os.path.join(self.tmp, name))
+        for name, written in (("link", "target"), ("chain", "target"),
+                              ("dangling", "new")):
+            with self.subTest(link=name):
+                proc = self.collapse("-o", os.path.join(self.tmp, name), src)
+                self.assertEqual((proc.returncode, proc.stdout, proc.stderr),
+                                 (0, b"", b""))
+                with open(os.path.join(self.tmp, written), "rb") as f:
+                    self.assertEqual(f.read(), expected)
+        for name, to in links.items():
+            self.assertEqual(os.readlink(os.path.join(self.tmp, name)), to)
+        with open(keep, "rb") as f:
+            self.assertEqual(f.read(), b"earlier\n")
+
+    def test_link_planted_in_shared_directory(self):
+        # A link in a world-writable sticky directory (/tmp) of another
+        # user, who may have planted it to redirect what root writes, is
+        # not followed; the caller's own, or the directory owner's, is.
+        src = self.write("perf.txt", NESTED_SAMPLE.encode())
+        expected = (NESTED_LEVEL + " 1\n").encode()
+        shared = os.path.join(self.tmp, "shared")
+        os.mkdir(shared)
+        os.chmod(shared, 0o1777)
+        victim = self.write("victim", b"victim\n")
+        planted = os.path.join(shared, "perf.folded")
+        os.symlink(victim, planted)
+        other = 65534 if os.geteuid() != 65534 else 65533
+        try:
+            os.lchown(planted, other, -1)
+        except PermissionError:
+            self.skipTest("only root can give a link to another user")
+        self.check_error(
+            self.collapse("-o", planted, src),
+            "will not follow %s: it is a symbolic link of uid %d in %s, a "
+            "shared sticky directory" % (re.escape(planted), other,
+                                         re.escape(shared)))
+        # the same at the end of a link of one's own
+        mine = os.path.join(self.tmp, "mine")
+        os.symlink(planted, mine)
+        self.check_error(
+            self.collapse("-o", mine, src),
+            "will not follow %s to write %s: " % (re.escape(planted),
+                                                 re.escape(mine)))
+        self.assertEqual(os.readlink(planted), victim)
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), b"victim\n")
+
+        own = os.path.join(shared, "own")
+        os.symlink(victim, own)
+        proc = self.collapse("-o", own, src)
+        self.assertEqual((proc.returncode, proc.stderr), (0, b""))
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), expected)
+        self.assertEqual(os.readlink(own), victim)
+
+        self.write("victim", b"victim\n")
+        os.chown(shared, other, -1)
+        proc = self.collapse("-o", planted, src)
+        self.assertEqual((proc.returncode, proc.stderr), (0, b""))
+        with open(victim, "rb") as f:
+            self.assertEqual(f.read(), expected)
+        self.assertEqual(os.readlink(planted), victim)
 
     def test_closed_pipe(self):
         src = self.write("perf.txt", (NESTED_SAMPLE * 2 + SORTED_SAMPLE * 2

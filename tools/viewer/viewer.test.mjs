@@ -16,8 +16,11 @@
 //     Firefox Profiler's tree of its Python-level text py::foo is a child
 //     of py::bar itself.
 // Screenshots go to $SHOTS (build/viewer-shots/).  Nothing else is left:
-// the temporary directory, the importer's daemons and /tmp/perf-PID.map
-// are removed at the end.
+// the temporary directory, the importer's daemons and the /tmp files of
+// the recorded processes (perf-PID.map, py-perf-PID-N.so, ...) are removed
+// at the end: only those written since the check started, and only if
+// they are unchanged then (an older file of a pid that came round again,
+// or a newer one of the process that has it now, is not ours).
 //
 // Environment: CHECK_PYTHON (the interpreter), VIEWER_DIR (where
 // tools/viewer/install.sh put node_modules), SHOTS, and PICTURE (a path:
@@ -52,8 +55,12 @@ const PROFILER_CLI = path.join(nodeModules, '@firefox-devtools', 'profiler-cli',
 const NODE24 = path.join(nodeModules, `node-${process.platform}-${process.arch}`,
                          'bin', 'node');
 
+// When the check started (less a second: a file's timestamp may lag the
+// clock by a tick), to tell our processes' files in /tmp from older ones.
+const STARTED_NS = BigInt(Date.now() - 1000) * 1000000n;
+
 let tmp;           // our temporary directory
-let maps = [];     // /tmp/perf-PID.map files of our recordings
+const ours = new Map();   // /tmp files of our recordings -> their identity
 let pqDir;         // the importer's session directory (sockets, daemon pids)
 let noPerf = '';   // why perf cannot work here, if it cannot
 let browser;
@@ -67,6 +74,31 @@ function run(cmd, args, opts = {}) {
                                    stdio: ['ignore', 'pipe', 'pipe'], ...opts });
 }
 
+// A regular file's lstat() (null for anything else or nothing), and what
+// tells that file apart from another one, or from itself rewritten.
+function regularFile(file) {
+  try {
+    const st = fs.lstatSync(file, { bigint: true });
+    return st.isFile() ? st : null;
+  } catch {
+    return null;
+  }
+}
+const identity = (st) => `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}`;
+
+// Marks for removal at the end the files in /tmp of `pid`, a process of
+// ours that has ended (perf-PID.map, jit-PID.dump, py-perf-PID-N.so,
+// jitted-PID-N.so): those written since the check started.
+function forgetPerfFiles(pid) {
+  const name = new RegExp(`^(?:perf-${pid}\\.map|jit-${pid}\\.dump|` +
+                          `(?:py-perf|jitted)-${pid}-(?:0|[1-9][0-9]*)\\.so)$`);
+  for (const f of fs.readdirSync('/tmp')) {
+    if (!name.test(f)) continue;
+    const st = regularFile(`/tmp/${f}`);
+    if (st && st.mtimeNs >= STARTED_NS) ours.set(`/tmp/${f}`, identity(st));
+  }
+}
+
 // Records examples/demo.py and returns the perf.data path; the pid is that of the shell, which execs
 // the interpreter.
 function record(name, xopts) {
@@ -74,12 +106,7 @@ function record(name, xopts) {
   const pidFile = path.join(tmp, `${name}.pid`);
   run('perf', ['record', '-F', '999', '-g', '-o', data, '--', 'sh', '-c',
                'echo $$ >"$0"; exec "$@"', pidFile, PYTHON, ...xopts, DEMO]);
-  const pid = fs.readFileSync(pidFile, 'utf8').trim();
-  maps.push(`/tmp/perf-${pid}.map`);
-  // and its trampoline files, /tmp/py-perf-PID-N.so
-  for (const f of fs.readdirSync('/tmp')) {
-    if (f.startsWith(`py-perf-${pid}-`) && f.endsWith('.so')) maps.push(`/tmp/${f}`);
-  }
+  forgetPerfFiles(fs.readFileSync(pidFile, 'utf8').trim());
   return data;
 }
 
@@ -147,7 +174,10 @@ after(async () => {
   if (browser) await browser.close();
   if (server) server.close();
   await stopProfilerDaemons();
-  for (const m of maps) fs.rmSync(m, { force: true });
+  for (const [file, id] of ours) {
+    const st = regularFile(file);
+    if (st && identity(st) === id) fs.rmSync(file, { force: true });
+  }
   if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
 });
 
@@ -321,8 +351,9 @@ test("the Firefox Profiler's importer shows the Python call chain", (t) => {
             `py::bar -> py::foo without the evaluator between: ${JSON.stringify(found)}`);
 });
 
-// Removes the perf files of the processes sampled in a perf.data (only
-// those of our interpreter, the command the recording ran).
+// Removes at the end the perf files of the processes sampled in a
+// perf.data (only those of our interpreter, the command the recording
+// ran; see forgetPerfFiles).
 function removePerfFiles(data) {
   const comm = path.basename(PYTHON);
   const pids = new Set();
@@ -330,13 +361,7 @@ function removePerfFiles(data) {
     const m = line.trim().match(/^(.*\S)\s+(\d+)$/);
     if (m && m[1] === comm) pids.add(m[2]);
   }
-  for (const pid of pids) {
-    maps.push(`/tmp/perf-${pid}.map`, `/tmp/jit-${pid}.dump`);
-    for (const f of fs.readdirSync('/tmp')) {
-      if ((f.startsWith(`py-perf-${pid}-`) || f.startsWith(`jitted-${pid}-`)) &&
-          f.endsWith('.so')) maps.push(`/tmp/${f}`);
-    }
-  }
+  for (const pid of pids) forgetPerfFiles(pid);
 }
 
 test('perf_trampoline record: its flame graph and Python-level text', async (t) => {
