@@ -18,7 +18,8 @@ says what to do (RecordError; never a traceback):
    PARANOID_FILE, against the caller's capabilities: CAP_PERFMON or
    CAP_SYS_ADMIN lift it); with --python or --flamegraph, the module
    that converts the text (Lib/_perf_collapse.py) and, for --flamegraph,
-   the d3-flame-graph template it needs.
+   the d3-flame-graph template it needs; -o NAME names files in a
+   directory record can write in.
 
 2. The interpreter being recorded decides the call-graph mode (unless
    --call-graph says): perf's `-g` (frame pointers) when it was built
@@ -28,14 +29,20 @@ says what to do (RecordError; never a traceback):
    command, the interpreter is COMMAND[0] found on PATH (through a
    script's #! line, `env` included); for a pid, /proc/PID/exe.  Only a
    program whose name is a Python's (python, python3, python3.11d...) is
-   asked, by running it with `-I -c QUERY`, which reads sysconfig's
+   asked, by running it with `-I -S -c QUERY`, which reads sysconfig's
    PY_HAVE_PERF_TRAMPOLINE and PY_HAVE_FRAME_POINTERS: running an
    unknown program with those arguments could do anything (a shell
-   would run the query as shell code).  A program that is not a Python
-   is recorded with dwarf, which unwinds any code that has unwinding
-   tables, and the note says so.  A Python without the trampoline
-   (PY_HAVE_PERF_TRAMPOLINE unset) cannot have its functions named: a
-   failure for the command (or pid) given.
+   would run the query as shell code).  The query runs in a session of
+   its own (no controlling terminal to write to), and the executable of
+   a running process runs with that process's user and groups: what the
+   process runs already.  Root never runs, as root, a program that
+   another user's process runs (that user may own it, or the standard
+   library it imports, and make it do anything); a caller who is not
+   root does not ask another user's Python at all.  A program that is
+   not a Python, or not asked, is recorded with dwarf, which unwinds any
+   code that has unwinding tables, and the note says so.  A Python
+   without the trampoline (PY_HAVE_PERF_TRAMPOLINE unset) cannot have
+   its functions named: a failure for the command (or pid) given.
 
 3. The trampoline is turned on.  A command runs with PYTHONPERFSUPPORT=1
    in its environment, its command line untouched, so that it and every
@@ -44,28 +51,51 @@ says what to do (RecordError; never a traceback):
    perf_trampoline.status() shows the trampoline off; a request left
    pending (an idle process serves it when it next runs Python code) is
    fine.  Whatever record turned on it turns off again when perf has
-   stopped, whatever stopped it (the duration, Ctrl-C, the target's
-   exit, a failure of perf): the restore runs in a `finally`.
+   stopped, whatever stopped it (the duration, a signal, the target's
+   exit, a failure of perf): the restore runs in a `finally`.  A process
+   that one of those forked meanwhile (a pre-fork server replacing a
+   worker) inherited the trampoline from it: the processes they started
+   since record did are turned off too, whatever they show at that moment
+   (a child shows the trampoline off for a while after fork(), as it
+   moves to files of its own).  The descendants that existed at the
+   start are left as they were.
 
-4. perf record runs with -F HZ, the call-graph mode, and `-e cpu-clock`
+4. Signals (_Signals, from the start to the end of record): SIGINT,
+   SIGTERM and SIGHUP raise Stopped (exit status 128 + the signal's
+   number, 130 for Ctrl-C), so that a `finally` restores the trampoline
+   and removes what was not written; while perf records they stop the
+   recording instead (perf gets SIGINT, on which it ends cleanly, once
+   it has made its output: its own handlers are in place then); while
+   the trampoline is turned off again they are ignored, so that a
+   second Ctrl-C cannot leave it half done.
+
+5. perf record runs with -F HZ, the call-graph mode, and `-e cpu-clock`
    only where the default event (hardware cycles) cannot be counted
    here (a `perf stat` probe), and -p with the comma list of pids (the
    pid and, with --children, its descendants now; perf follows the
-   children they fork later).  SIGINT and SIGTERM that reach record
-   while perf runs are passed on to perf as SIGINT, which ends the
-   recording cleanly; --duration sends that SIGINT itself; perf also
-   stops when every target has exited.  perf succeeded when NAME.data
-   is a new perf.data with its header written at the end (a perf that
-   failed leaves none, or an empty one): for a command, perf's exit
-   status is the command's, so it cannot tell.
+   children they fork later).  --duration sends the SIGINT itself; perf
+   also stops when every target has exited.  perf succeeded when it
+   wrote a perf.data with its header finished (a perf that failed leaves
+   none, or an empty one): for a command, perf's exit status is the
+   command's, so it cannot tell.
 
-5. `perf script` writes NAME.txt (the text that speedscope, the Firefox
+6. `perf script` writes NAME.txt (the text that speedscope, the Firefox
    Profiler and the folded-stack tools read), with --force only when
    root reads the perf maps of processes of another user (perf ignores
    those otherwise).  With --python, NAME.txt is instead the Python-level
    text and NAME.folded its folded stacks; with --flamegraph, NAME.html;
-   both from _perf_collapse.convert().  Last, what was written, each
-   with the command that opens it.
+   both from _perf_collapse.convert().  A recording without samples is
+   written and said (a warning, exit status 0), with nothing to fold.
+   Last, what was written, each with the command that opens it.
+
+The files (_Outputs) are made in a directory of record's own beside
+them (mkdtemp: mode 0700), each 0600 as perf makes perf.data (they all
+hold the same information), and renamed into place, which never
+follows a link: -o in a directory that others write in (/tmp, as root)
+cannot be turned by a planted symlink into a write elsewhere.  An
+existing NAME.data is renamed NAME.data.old first, whatever it is (a
+symlink too, as itself).  NAME.data is moved into place once perf has
+finished it, whatever fails after.
 
 Runs under any Python 3 from 3.6 on, like Lib/perf_trampoline.py (a
 system python3 may be what records a process of this interpreter):
@@ -73,16 +103,19 @@ system python3 may be what records a process of this interpreter):
 """
 
 import argparse
+import contextlib
 import errno
 import os
 import re
 import shlex
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 
 DEFAULT_NAME = "perf"
 # Not a multiple of the kernel's tick, so that samples do not fall into
@@ -103,6 +136,17 @@ CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
 REQUEST_TIMEOUT = 1.0
 # Seconds given to the interpreter query and the event probe.
 PROBE_TIMEOUT = 30
+# Seconds between two looks at perf while it records (a stop asked for,
+# the duration over).
+POLL_INTERVAL = 0.05
+# Seconds a stop waits for perf to have made its output (and so its
+# signal handlers) before perf gets the SIGINT anyway.
+STOP_GRACE = 2.0
+# The mode of every file record writes: perf's own for perf.data.
+FILE_MODE = 0o600
+# What perf_trampoline.status() says of a child of fork() that has not
+# run since (its block is still a copy of its parent's).
+FORKING = "its block names pid"
 
 PERF_MISSING = ("perf is not installed (or not on PATH): apt install "
                 "linux-perf (Debian; linux-tools-$(uname -r) on Ubuntu)")
@@ -134,9 +178,25 @@ CALL_GRAPH_OPTIONS = {
 _PERF_HEADER = struct.Struct("<8sQQQQQQ")
 _PERF_MAGIC = b"PERFILE2"
 
+EXIT_STATUS = (
+    "Exit status: 0 when the recording was written (a command that failed "
+    "is reported, not passed on; a recording without samples is written, "
+    "with a warning), 1 when it could not be, 2 for a usage error, 128 + "
+    "the signal's number when a signal stopped record before the "
+    "recording (130 for Ctrl-C).  Ctrl-C, SIGTERM or SIGHUP while perf "
+    "records ends the recording, and the files are written.")
+
 
 class RecordError(Exception):
     """record cannot go on: the text, one line, says what to do."""
+
+
+class Stopped(Exception):
+    """A signal stopped record (outside the recording): `signum`."""
+
+    def __init__(self, signum):
+        Exception.__init__(self, signum)
+        self.signum = signum
 
 
 def note(text):
@@ -156,13 +216,12 @@ def _positive_int(text):
 
 
 def _positive_seconds(text):
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError("invalid float value: %r" % text)
-    if not value > 0 or value == float("inf"):
+    """--duration's type: perf_trampoline's --timeout type, more than 0
+    and finite."""
+    value = _pt()._seconds(text)
+    if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(
-            "must be more than 0 seconds, not %r" % text)
+            "must be more than 0 seconds, and finite, not %r" % text)
     return value
 
 
@@ -182,12 +241,11 @@ def add_parser(sub):
         "suits its interpreter; then write the perf script text that "
         "viewers open and, if asked, a Python-level view and a flame "
         "graph.  Prints what it wrote and how to open each file.",
-        epilog="Exit status: 0 when the recording was written (a command "
-        "that failed is reported, not passed on), 1 when it could not be, "
-        "2 for a usage error.")
+        epilog=EXIT_STATUS)
     p.add_argument("-o", "--output", metavar="NAME", default=DEFAULT_NAME,
-                   help="write NAME.data, NAME.txt and the like (default "
-                        "%(default)s; a trailing .data is dropped)")
+                   help="write NAME.data, NAME.txt and the like, mode 0600 "
+                        "(default %(default)s; a trailing .data is dropped; "
+                        "an existing NAME.data becomes NAME.data.old)")
     p.add_argument("--python", action="store_true",
                    help="write a Python-level view: NAME.txt without the "
                         "interpreter's frames between two Python frames, "
@@ -196,9 +254,9 @@ def add_parser(sub):
                    help="also write NAME.html, a self-contained flame "
                         "graph (d3-flame-graph's template)")
     p.add_argument("--template", metavar="FILE",
-                   help="the d3-flamegraph-base.html for --flamegraph "
-                        "(default: $PERF_FLAMEGRAPH_TEMPLATE, or where "
-                        "perf looks for it)")
+                   help="with --flamegraph: the d3-flamegraph-base.html "
+                        "to fill (default: $PERF_FLAMEGRAPH_TEMPLATE, or "
+                        "where perf looks for it)")
     p.add_argument("--call-graph", choices=sorted(CALL_GRAPH_OPTIONS),
                    dest="call_graph",
                    help="fp: perf's -g (frame pointers); dwarf: "
@@ -234,14 +292,75 @@ def run(args):
         parser.error("--pid and a COMMAND cannot be recorded together")
     if args.pid is None and (args.children or args.duration is not None):
         parser.error("--children and --duration go with --pid")
+    if args.template is not None and not args.flamegraph:
+        parser.error("--template goes with --flamegraph")
     try:
-        return _record(args, command)
+        with _Signals() as signals:
+            return _record(args, command, signals)
     except RecordError as exc:
         print("record: %s" % exc, file=sys.stderr, flush=True)
         return 1
+    except Stopped as exc:
+        print("record: %s" % _stopped_text(exc.signum), file=sys.stderr,
+              flush=True)
+        return 128 + exc.signum
     except KeyboardInterrupt:
         print("record: interrupted", file=sys.stderr, flush=True)
-        return 130
+        return 128 + signal.SIGINT
+
+
+def _stopped_text(signum):
+    if signum == signal.SIGINT:
+        return "interrupted"
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        name = "signal %d" % signum
+    return "stopped by %s" % name
+
+
+# ---- Signals ---------------------------------------------------------------
+
+class _Signals(object):
+    """What SIGINT, SIGTERM and SIGHUP do while record runs (a context
+    manager; the handlers that were there before come back at its end).
+
+    `mode` "raise": raise Stopped, so that the `finally`s run (the
+    trampoline is turned off again, the staging directory removed);
+    "perf": only set `stop_requested`, which _run_perf() passes on to
+    perf; "ignore": nothing (while the trampoline is turned off again)."""
+
+    HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")
+
+    def __init__(self):
+        self.mode = "raise"
+        self.stop_requested = False
+        self._old = {}
+
+    def __enter__(self):
+        for name in self.HANDLED:
+            signum = getattr(signal, name)
+            self._old[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._old.items():
+            signal.signal(signum, handler)
+        self._old.clear()
+
+    def _handle(self, signum, frame):
+        if self.mode == "raise":
+            raise Stopped(signum)
+        if self.mode == "perf":
+            self.stop_requested = True
+
+    @contextlib.contextmanager
+    def mode_of(self, mode):
+        previous, self.mode = self.mode, mode
+        try:
+            yield self
+        finally:
+            self.mode = previous
 
 
 # ---- Checks before anything runs -------------------------------------------
@@ -379,30 +498,90 @@ def _shebang_program(path):
                                      else None)
 
 
-def ask_python(program):
-    """Run `program` (a Python) with -I -c QUERY: an Interpreter, or None
-    when it does not answer as a Python 3 does."""
+class Credentials(object):
+    """The user, group and supplementary groups of a process (effective
+    ids), and a way to take them on (become(), a preexec_fn)."""
+
+    def __init__(self, uid, gid, groups):
+        self.uid = uid
+        self.gid = gid
+        self.groups = groups
+
+    def become(self):
+        os.setgroups(self.groups)
+        os.setgid(self.gid)
+        os.setuid(self.uid)
+
+
+def credentials_of(pid):
+    """The Credentials of process `pid` (from /proc/PID/status), or None
+    when it cannot be read."""
+    fields = {}
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                fields[key] = value.split()
+        return Credentials(int(fields["Uid"][1]), int(fields["Gid"][1]),
+                           [int(g) for g in fields.get("Groups", [])])
+    except (OSError, KeyError, IndexError, ValueError):
+        return None
+
+
+def _probe(cmd, env=None, user=None):
+    """Run the short probe `cmd` (the interpreter query, the event probe):
+    no input, from /, in a session of its own (no controlling terminal to
+    reach), with the Credentials `user` when given.  Its CompletedProcess
+    (text output), or None when it could not run or did not end within
+    PROBE_TIMEOUT seconds."""
+    try:
+        return subprocess.run(cmd, env=env, cwd="/",
+                              stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              encoding="utf-8", errors="replace",
+                              start_new_session=True,
+                              preexec_fn=user.become if user else None,
+                              timeout=PROBE_TIMEOUT)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def ask_python(program, user=None):
+    """Run `program` (a Python) with -I -S -c QUERY, as the Credentials
+    `user` if given: an Interpreter, or None when it does not answer as a
+    Python 3 does.  (-I: no PYTHON* variable, no user site, nor the
+    current directory on sys.path; -S: no site-packages, .pth files or
+    sitecustomize: only the standard library's sysconfig.)"""
     env = dict((k, v) for k, v in os.environ.items()
                if not k.startswith("PYTHON"))
-    try:
-        proc = subprocess.run([program, "-I", "-c", QUERY], env=env,
-                              stdin=subprocess.DEVNULL,
-                              stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL,
-                              universal_newlines=True,
-                              timeout=PROBE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
+    proc = _probe([program, "-I", "-S", "-c", QUERY], env=env, user=user)
+    if proc is None or proc.returncode != 0:
         return None
     for line in proc.stdout.splitlines():
         words = line.split()
-        if proc.returncode == 0 and len(words) == 4 \
-                and words[0] == QUERY_MARK:
+        if len(words) == 4 and words[0] == QUERY_MARK:
             trampoline = words[1] == "1"
             if words[2] == "None":      # not this project's build
                 fp = words[3] == "1"
             else:
                 fp = words[2] not in ("0", "")
             return Interpreter(program, trampoline, fp)
+    return None
+
+
+def ask_python_of(exe, owner):
+    """ask_python() for the executable `exe` of a running process whose
+    Credentials are `owner`: run with those credentials, what the process
+    runs already.  Root switches to them (never runs another user's
+    program as root: its owner may make it, or the standard library it
+    imports, do anything); another caller asks only his own processes'
+    programs.  None when it is not asked."""
+    if owner is None or not looks_like_python(exe):
+        return None
+    if owner.uid == os.geteuid():
+        return ask_python(exe)
+    if os.geteuid() == 0:
+        return ask_python(exe, user=owner)
     return None
 
 
@@ -481,20 +660,12 @@ def _describe_mode(mode):
 def _event_options(perf):
     """[] when perf's default event (hardware cycles) counts here, else
     -e cpu-clock (a virtual machine or container without a PMU)."""
-    try:
-        proc = subprocess.run([perf, "stat", "-x", ",", "-e", "cycles:u",
-                               "--", "true"],
-                              stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE,
-                              universal_newlines=True,
-                              timeout=PROBE_TIMEOUT)
-    except (OSError, subprocess.TimeoutExpired):
-        return ["-e", "cpu-clock"]
-    for line in proc.stderr.splitlines():
-        fields = line.split(",")
-        if len(fields) > 2 and fields[2].startswith("cycles"):
-            if proc.returncode == 0 and fields[0].strip().isdigit():
+    proc = _probe([perf, "stat", "-x", ",", "-e", "cycles:u", "--", "true"])
+    if proc is not None and proc.returncode == 0:
+        for line in proc.stderr.splitlines():
+            fields = line.split(",")
+            if len(fields) > 2 and fields[2].startswith("cycles") \
+                    and fields[0].strip().isdigit():
                 return []
     return ["-e", "cpu-clock"]
 
@@ -529,31 +700,29 @@ def _exe_of(pid):
     return path if same else link
 
 
-def _uid_of(pid):
-    try:
-        return os.stat("/proc/%d" % pid).st_uid
-    except OSError:
-        return None
-
-
 class _Targets:
     """The processes of --pid [--children], checked: their pids, the
     Interpreters and other programs among them (for the call-graph
-    mode), those where the trampoline is to be turned on."""
+    mode), those where the trampoline is to be turned on, the users
+    they run as, and `known`: the pid and all its descendants now
+    (those that _restore() must leave as they are)."""
 
     def __init__(self, pid, children):
         pt = _pt()
         if not os.path.exists("/proc/%d" % pid):
             raise RecordError("process %d does not exist: give the pid of "
                               "a running process" % pid)
-        self.pids = [pid] + (pt.children_of(pid) if children else [])
+        descendants = pt.children_of(pid)
+        self.known = set([pid] + descendants)
+        self.pids = [pid] + (descendants if children else [])
         self.interpreters = []
         self.others = []
         self.to_activate = []
+        self.uids = set()
         asked = {}
         gone = []
         for p in self.pids:
-            outcome = pt.status(p)
+            outcome = _status(p)
             snap = outcome.snapshot
             if not outcome.ok:
                 why = outcome.text
@@ -574,17 +743,19 @@ class _Targets:
                     "off: restart it with -X perf, or without that option"
                     % p)
             exe = _exe_of(p)
-            if exe is None:
+            owner = credentials_of(p)
+            if exe is None or owner is None:
                 if p == pid:
                     raise RecordError("process %d runs no program (a kernel "
                                       "thread, or a zombie): nothing to "
                                       "record" % p)
                 gone.append(p)
                 continue
-            if exe not in asked:
-                asked[exe] = (ask_python(exe) if looks_like_python(exe)
-                              else None)
-            interp = asked[exe]
+            self.uids.add(owner.uid)
+            key = (exe, owner.uid, owner.gid, tuple(owner.groups))
+            if key not in asked:
+                asked[key] = ask_python_of(exe, owner)
+            interp = asked[key]
             if interp is None:
                 self.others.append("process %d (%s)" % (p, exe))
                 continue
@@ -606,7 +777,6 @@ class _Targets:
             if interp not in self.interpreters:
                 self.interpreters.append(interp)
         self.pids = [p for p in self.pids if p not in gone]
-        self.uids = set(_uid_of(p) for p in self.pids)
 
 
 def _activate(pids):
@@ -629,36 +799,131 @@ def _activate(pids):
     return reached, (failed[0] if failed else None)
 
 
-def _restore(pids):
+def _status(pid):
+    """perf_trampoline.status(pid), given up to REQUEST_TIMEOUT seconds to
+    come through fork(): a child that has not run since shows a copy of
+    its parent's block (which names the parent's pid)."""
+    pt = _pt()
+    deadline = time.monotonic() + REQUEST_TIMEOUT
+    out = pt.status(pid)
+    while not out.ok and FORKING in out.text \
+            and time.monotonic() < deadline:
+        time.sleep(POLL_INTERVAL)
+        out = pt.status(pid)
+    return out
+
+
+def started_since(pids, known):
+    """The descendants of `pids` that are not in `known` (started since)
+    and take requests.  A child that one of `pids` forked inherited the
+    trampoline that _activate() turned on; it may show it off while it
+    moves to files of its own after the fork, so whether it is on is not
+    asked."""
+    found = []
+    for p in pids:
+        for q in _pt().children_of(p):
+            if q not in known and q not in found and _status(q).ok:
+                found.append(q)
+    return found
+
+
+def _restore(pids, known=()):
     """Turn the trampoline off again in `pids` (those _activate() turned
-    on); a process that has exited meanwhile needs nothing."""
+    on) and in the processes they started meanwhile (started_since(pids,
+    known)); a process that has exited meanwhile needs nothing."""
     if not pids:
         return
     pt = _pt()
-    for out in pt.request_all(pids, pt.REQ_DEACTIVATE, REQUEST_TIMEOUT):
+    started = started_since(pids, known)
+    for out in pt.request_all(list(pids) + started, pt.REQ_DEACTIVATE,
+                              REQUEST_TIMEOUT):
         if out.ok or out.pending:
-            note("%d: trampoline off again%s"
-                 % (out.pid, " (requested)" if out.pending else ""))
+            note("%d: trampoline off%s%s"
+                 % (out.pid, (" (started during the recording)"
+                              if out.pid in started else " again"),
+                    " (requested)" if out.pending else ""))
         elif pt.exists(out.pid):
             note("could not turn the trampoline off again: %s" % out.text)
 
 
+# ---- The files -------------------------------------------------------------
+
+class _Outputs(object):
+    """The files of -o NAME: `final[kind]` for kind data, txt, folded and
+    html.  Each is written first as `staged(kind)` in a directory of
+    record's own beside them (stage()), made 0600 and renamed into place
+    (commit()); discard() removes what is left there."""
+
+    KINDS = ("data", "txt", "folded", "html")
+
+    def __init__(self, output):
+        name = output[:-len(".data")] if output.endswith(".data") else output
+        if not name or name.endswith("/") or os.path.isdir(name):
+            raise RecordError("-o %s: give a file name, not a directory "
+                              "(-o %s writes %s.data, ...)"
+                              % (output, os.path.join(name, DEFAULT_NAME),
+                                 os.path.join(name, DEFAULT_NAME)))
+        self.final = dict((kind, name + "." + kind) for kind in self.KINDS)
+        self.directory = os.path.dirname(name) or "."
+        self.staging = None
+        if not os.path.isdir(self.directory):
+            raise RecordError("-o %s: directory %s does not exist"
+                              % (output, self.directory))
+        for path in list(self.final.values()) + [self.old_data()]:
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                raise RecordError("-o %s: %s is a directory: remove it, or "
+                                  "give another name" % (output, path))
+
+    def old_data(self):
+        return self.final["data"] + ".old"
+
+    def stage(self):
+        try:
+            self.staging = tempfile.mkdtemp(prefix=".perf-record-",
+                                            dir=self.directory)
+        except OSError as exc:
+            raise RecordError("cannot write in %s: %s"
+                              % (self.directory, exc.strerror or exc))
+
+    def staged(self, kind):
+        return os.path.join(self.staging,
+                            os.path.basename(self.final[kind]))
+
+    def commit(self, kind):
+        """Move the staged file of `kind` into place, 0600; for data,
+        what has the name already becomes NAME.data.old."""
+        staged, final = self.staged(kind), self.final[kind]
+        try:
+            fd = os.open(staged, os.O_RDONLY | os.O_NOFOLLOW)
+            try:
+                os.fchmod(fd, FILE_MODE)
+            finally:
+                os.close(fd)
+            if kind == "data" and os.path.lexists(final):
+                try:
+                    os.rename(final, self.old_data())
+                except FileNotFoundError:
+                    pass
+            os.replace(staged, final)
+        except OSError as exc:
+            raise RecordError("cannot write %s: %s"
+                              % (final, exc.strerror or exc))
+
+    def discard(self):
+        if self.staging is not None:
+            shutil.rmtree(self.staging, ignore_errors=True)
+            self.staging = None
+
+
 # ---- perf record and perf script -------------------------------------------
 
-def _identity(path):
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size)
-
-
-def data_written(path, before=None):
+def data_written(path):
     """Whether `path` is a perf.data that perf finished (its header gives
-    the data's size, written last), and not the file `before` was."""
-    ident = _identity(path)
-    if ident is None or ident == before:
-        return False
+    the data's size, written last)."""
     try:
         with open(path, "rb") as f:
             head = f.read(_PERF_HEADER.size)
@@ -681,41 +946,26 @@ def _perf_error(text):
     return lines[-1] if lines else "no message"
 
 
-def _run_perf(cmd, env=None, stop_after=None, capture=False):
-    """Run perf record `cmd` to its end; SIGINT and SIGTERM received
-    meanwhile stop it (as SIGINT, the signal perf record ends cleanly
-    on), and so does `stop_after` seconds.  Returns (exit status, its
-    stderr when `capture`)."""
-    state = {"proc": None}
-
-    def stop(signum, frame):
-        proc = state["proc"]
-        if proc is not None and proc.poll() is None:
-            try:
-                proc.send_signal(signal.SIGINT)
-            except OSError:
-                pass
-
-    handled = (signal.SIGINT, signal.SIGTERM)
-    old = dict((s, signal.signal(s, stop)) for s in handled)
+def _run_perf(cmd, signals, output, announce=(), env=None, stop_after=None,
+              capture=False):
+    """Run perf record `cmd`, writing `output`, to its end.  From before
+    it starts (when the lines `announce` are printed), SIGINT, SIGTERM and
+    SIGHUP stop the recording, not record: perf gets SIGINT, the signal it
+    ends cleanly on, once it has made `output` (its handlers are in place
+    then; or after STOP_GRACE seconds).  It gets the same after
+    `stop_after` seconds.  Returns (exit status, its stderr when
+    `capture`)."""
     err = tempfile.TemporaryFile() if capture else None
     try:
-        try:
-            state["proc"] = proc = subprocess.Popen(cmd, env=env,
-                                                    stderr=err)
-        except OSError as exc:
-            raise RecordError("cannot run perf: %s" % exc)
-        try:
-            if stop_after is not None:
-                try:
-                    proc.wait(timeout=stop_after)
-                except subprocess.TimeoutExpired:
-                    stop(None, None)
-            proc.wait()
-        finally:
-            if proc.poll() is None:     # an exception in this process
-                stop(None, None)
-                proc.wait()
+        with signals.mode_of("perf"):
+            signals.stop_requested = False
+            for line in announce:
+                note(line)
+            try:
+                proc = subprocess.Popen(cmd, env=env, stderr=err)
+            except OSError as exc:
+                raise RecordError("cannot run perf: %s" % exc)
+            _wait_for_perf(proc, signals, output, stop_after)
         text = ""
         if err is not None:
             err.seek(0)
@@ -724,14 +974,37 @@ def _run_perf(cmd, env=None, stop_after=None, capture=False):
     finally:
         if err is not None:
             err.close()
-        for s, h in old.items():
-            signal.signal(s, h)
+
+
+def _wait_for_perf(proc, signals, output, stop_after):
+    start = time.monotonic()
+    asked = sent = None
+    try:
+        while True:
+            try:
+                proc.wait(timeout=POLL_INTERVAL)
+                return
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if asked is None and (signals.stop_requested or (
+                    stop_after is not None and now - start >= stop_after)):
+                asked = now
+            if asked is not None and sent is None and (
+                    os.path.exists(output) or now - asked >= STOP_GRACE):
+                proc.send_signal(signal.SIGINT)
+                sent = now
+    finally:
+        if proc.poll() is None:     # an exception in this process
+            proc.send_signal(signal.SIGINT)
+            proc.wait()
 
 
 def _perf_script(perf, data, out, force):
-    """perf script -i `data` > `out`."""
+    """perf script -i `data` > `out` (a new file)."""
     cmd = [perf, "script", "-i", data] + (["--force"] if force else [])
-    with open(out, "wb") as f, tempfile.TemporaryFile() as err:
+    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    with os.fdopen(fd, "wb") as f, tempfile.TemporaryFile() as err:
         try:
             proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=f,
                                   stderr=err)
@@ -767,16 +1040,7 @@ def count_samples(path):
 
 # ---- record ----------------------------------------------------------------
 
-def _names(output):
-    name = output[:-len(".data")] if output.endswith(".data") else output
-    if not name or name.endswith("/"):
-        raise RecordError("-o %s: give a file name, not a directory"
-                          % output)
-    return dict((kind, name + "." + kind)
-                for kind in ("data", "txt", "folded", "html"))
-
-
-def _record(args, command):
+def _record(args, command, signals):
     perf = find_perf()
     problem = sampling_problem()
     if problem:
@@ -786,123 +1050,162 @@ def _record(args, command):
         note("kernel frames are not recorded: kernel.perf_event_paranoid "
              "is %d (1 or less, or root, records them)" % level)
     collapse, template = _converter(args)
-    files = _names(args.output)
-    directory = os.path.dirname(files["data"]) or "."
-    if not os.path.isdir(directory):
-        raise RecordError("-o %s: directory %s does not exist"
-                          % (args.output, directory))
-
-    if args.pid is None:
-        targets = None
-        program, interp_path = _command_program(command)
-        interpreters, others = [], []
-        interp = None
-        if looks_like_python(interp_path):
-            interp = ask_python(interp_path)
-        if interp is None:
-            others.append(interp_path if interp_path == program
-                          else "%s (run by %s)" % (program, interp_path))
-        elif not interp.trampoline:
-            raise RecordError(
-                "%s is a Python without the perf trampoline (no "
-                "PY_HAVE_PERF_TRAMPOLINE in its sysconfig): its Python "
-                "functions cannot be named; run the command with a Python "
-                "that has it" % interp_path)
+    outputs = _Outputs(args.output)
+    outputs.stage()
+    try:
+        if args.pid is None:
+            force, idle = _record_command(perf, args, command, outputs,
+                                          signals)
         else:
-            interpreters.append(interp)
-            if interp_path == program and _ignores_environment(command):
-                note("the command gives -E or -I, so its Python ignores "
-                     "PYTHONPERFSUPPORT=1: add -X perf to it to name its "
-                     "Python functions")
-    else:
-        targets = _Targets(args.pid, args.children)
-        interpreters, others = targets.interpreters, targets.others
-
-    mode, notes = _call_graph(args, interpreters, others)
-    for text in notes:
-        note(text)
-    cmd = ([perf, "record", "-F", str(args.freq)] + _event_options(perf)
-           + CALL_GRAPH_OPTIONS[mode] + ["-o", files["data"]])
-    before = _identity(files["data"])
-    force = False
-    if targets is None:
-        cmd += ["--"] + command
-        env = dict(os.environ)
-        env["PYTHONPERFSUPPORT"] = "1"
-        note("running: %s" % " ".join(shlex.quote(c) for c in cmd))
-        status, _ = _run_perf(cmd, env=env)
-        if not data_written(files["data"], before):
-            raise RecordError("perf record failed (exit status %d): its "
-                              "messages are above" % status)
-        if status != 0:
-            note("the command ended with status %d" % status
-                 if status > 0 else
-                 "the command ended with signal %d" % -status)
-    else:
-        cmd += ["-p", ",".join(str(p) for p in targets.pids)]
-        # (all of them until _activate() has said which it reached: an
-        # interrupt may come while the requests are out)
-        turned_on = list(targets.to_activate)
+            force, idle = _record_pids(perf, args, outputs, signals)
         try:
-            turned_on, refused = _activate(targets.to_activate)
-            if refused is not None:
-                raise RecordError("cannot turn the trampoline on: %s"
-                                  % refused.text)
-            note("running: %s" % " ".join(shlex.quote(c) for c in cmd))
-            if args.duration is None:
-                note("recording until Ctrl-C, or until %s"
-                     % ("the process exits" if len(targets.pids) == 1
-                        else "the processes exit"))
-            else:
-                note("recording for %g s" % args.duration)
-            status, err = _run_perf(cmd, stop_after=args.duration,
-                                    capture=True)
+            kinds, samples, named = _write_outputs(
+                perf, args, outputs, collapse, template, force, idle)
         finally:
-            _restore(turned_on)
-        if not data_written(files["data"], before):
-            raise RecordError("perf record failed (exit status %d): %s"
-                              % (status, _perf_error(err)))
-        # perf ignores the maps that root did not write unless forced
-        force = os.geteuid() == 0 and bool(targets.uids - {0, None})
-
-    written = [files["data"]]
-    if collapse is None:
-        _perf_script(perf, files["data"], files["txt"], force)
-        written.append(files["txt"])
-    else:
-        fd, raw = tempfile.mkstemp(prefix=".perf-record-", suffix=".txt",
-                                   dir=directory)
-        os.close(fd)
-        try:
-            _perf_script(perf, files["data"], raw, force)
-            if args.python:
-                outputs = dict(folded=files["folded"], script=files["txt"])
-            else:
-                os.replace(raw, files["txt"])
-                raw = files["txt"]
-                outputs = {}
-            if args.flamegraph:
-                outputs["html"] = files["html"]
-            try:
-                collapse.convert(raw, template=template,
-                                 python_level=args.python, **outputs)
-            except (collapse.CollapseError, OSError) as exc:
-                raise RecordError("cannot convert %s: %s"
-                                  % (files["txt"], exc))
-        finally:
-            if raw != files["txt"] and os.path.exists(raw):
-                os.unlink(raw)
-        written.append(files["txt"])
-        if args.python:
-            written.append(files["folded"])
-        if args.flamegraph:
-            written.append(files["html"])
-    _report(written, files)
+            if os.path.exists(outputs.staged("data")):
+                # the recording, whatever failed after it
+                outputs.commit("data")
+    finally:
+        outputs.discard()
+    _report(outputs.final, ["data"] + kinds, samples, named)
     return 0
 
 
-def _report(written, files):
-    samples, named = count_samples(files["txt"])
+def _perf_record_cmd(perf, args, interpreters, others, data):
+    """perf record's command line up to its targets, the call-graph mode
+    chosen (and said)."""
+    mode, notes = _call_graph(args, interpreters, others)
+    for text in notes:
+        note(text)
+    return ([perf, "record", "-F", str(args.freq)] + _event_options(perf)
+            + CALL_GRAPH_OPTIONS[mode] + ["-o", data])
+
+
+def _command_line(cmd):
+    return "running: %s" % " ".join(shlex.quote(c) for c in cmd)
+
+
+def _record_command(perf, args, command, outputs, signals):
+    """perf record -- COMMAND, PYTHONPERFSUPPORT=1 in its environment.
+    Returns (perf script's --force, what no sample means)."""
+    program, interp_path = _command_program(command)
+    interpreters, others = [], []
+    interp = None
+    if looks_like_python(interp_path):
+        interp = ask_python(interp_path)
+    if interp is None:
+        others.append(interp_path if interp_path == program
+                      else "%s (run by %s)" % (program, interp_path))
+    elif not interp.trampoline:
+        raise RecordError(
+            "%s is a Python without the perf trampoline (no "
+            "PY_HAVE_PERF_TRAMPOLINE in its sysconfig): its Python "
+            "functions cannot be named; run the command with a Python "
+            "that has it" % interp_path)
+    else:
+        interpreters.append(interp)
+        if interp_path == program and _ignores_environment(command):
+            note("the command gives -E or -I, so its Python ignores "
+                 "PYTHONPERFSUPPORT=1: add -X perf to it to name its "
+                 "Python functions")
+    data = outputs.staged("data")
+    cmd = (_perf_record_cmd(perf, args, interpreters, others, data)
+           + ["--"] + command)
+    env = dict(os.environ)
+    env["PYTHONPERFSUPPORT"] = "1"
+    status, _ = _run_perf(cmd, signals, data, [_command_line(cmd)], env=env)
+    if not data_written(data):
+        raise RecordError("perf record failed (exit status %d): its "
+                          "messages are above" % status)
+    if status != 0:
+        note("the command ended with status %d" % status if status > 0
+             else "the command ended with signal %d" % -status)
+    return False, ("the command ended before perf took one (it needs "
+                   "1/HZ s of CPU time)")
+
+
+def _record_pids(perf, args, outputs, signals):
+    """perf record -p of --pid [--children], the trampoline turned on for
+    the recording where it was off.  Returns (perf script's --force, what
+    no sample means)."""
+    targets = _Targets(args.pid, args.children)
+    data = outputs.staged("data")
+    cmd = (_perf_record_cmd(perf, args, targets.interpreters, targets.others,
+                            data)
+           + ["-p", ",".join(str(p) for p in targets.pids)])
+    which = ("the process" if len(targets.pids) == 1 else "the processes")
+    if args.duration is None:
+        until = "recording until Ctrl-C, or until %s %s" % (
+            which, "exits" if len(targets.pids) == 1 else "exit")
+    else:
+        until = "recording for %g s" % args.duration
+    # (all of them until _activate() has said which it reached: a signal
+    # may come while the requests are out)
+    turned_on = list(targets.to_activate)
+    try:
+        turned_on, refused = _activate(targets.to_activate)
+        if refused is not None:
+            raise RecordError("cannot turn the trampoline on: %s"
+                              % refused.text)
+        status, err = _run_perf(cmd, signals, data,
+                                [_command_line(cmd), until],
+                                stop_after=args.duration, capture=True)
+    finally:
+        with signals.mode_of("ignore"):
+            _restore(turned_on, targets.known)
+    if not data_written(data):
+        raise RecordError("perf record failed (exit status %d): %s"
+                          % (status, _perf_error(err)))
+    # perf ignores the maps that root did not write unless forced
+    force = os.geteuid() == 0 and bool(targets.uids - {0})
+    return force, ("%s ran no code on a CPU while recorded (idle?): record "
+                   "while %s busy" % (which, "it is" if which ==
+                                      "the process" else "they are"))
+
+
+def _write_outputs(perf, args, outputs, collapse, template, force, idle):
+    """perf script and the conversions, into the staging directory, then
+    each file moved into place (NAME.data by the caller).  Returns (the
+    kinds written, samples, samples with Python functions)."""
+    staged = outputs.staged
+    raw = staged("txt")
+    if args.python:
+        raw = os.path.join(outputs.staging, "perf-script.txt")
+    _perf_script(perf, staged("data"), raw, force)
+    samples, _ = count_samples(raw)
+    kinds = ["txt"]
+    if samples == 0:
+        skipped = [outputs.final[k] for k, wanted in
+                   (("folded", args.python), ("html", args.flamegraph))
+                   if wanted]
+        note("no samples were recorded: %s%s" % (idle, (
+            "; nothing to fold, so no %s" % " or ".join(skipped))
+            if skipped else ""))
+        if raw != staged("txt"):
+            os.rename(raw, staged("txt"))
+    elif collapse is not None:
+        wanted = {}
+        if args.python:
+            wanted = dict(folded=staged("folded"), script=staged("txt"))
+            kinds.append("folded")
+        if args.flamegraph:
+            wanted["html"] = staged("html")
+            kinds.append("html")
+        try:
+            collapse.convert(raw, template=template,
+                             python_level=args.python, **wanted)
+        except (collapse.CollapseError, OSError) as exc:
+            raise RecordError("cannot convert %s: %s"
+                              % (outputs.final["txt"], exc))
+    samples, named = count_samples(staged("txt"))
+    for kind in kinds:
+        outputs.commit(kind)
+    return kinds, samples, named
+
+
+def _report(files, kinds, samples, named):
+    """What was written (`files[kind]` for each of `kinds`), and how to
+    open each."""
     q = shlex.quote
     how = {
         files["data"]: "perf report -i %s (or hotspot %s)"
@@ -920,6 +1223,7 @@ def _report(written, files):
     if samples and not named:
         note("no sample names a Python function: was the process running "
              "Python code, under this project's interpreter?")
+    written = [files[kind] for kind in kinds]
     width = max(len(path) for path in written)
     for path in written:
         print("wrote %-*s  open: %s" % (width, path, how[path]), flush=True)

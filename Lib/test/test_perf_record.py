@@ -5,17 +5,24 @@ perf: of a script (the seed example's chain, in the call-graph mode that
 suits the interpreter: -g with frame pointers, DWARF without), of a
 command that is no Python, of a running process started without -X perf
 (turned on for the recording and off again after, whether Ctrl-C, the
-duration or the process's exit ends it), of a pre-fork server with
---children; and each failure, which must be one line, with a non-zero
-exit status and no traceback.  Each recording lasts a second or two.
+duration or the process's exit ends it, and whatever signal reaches
+record meanwhile), of a pre-fork server with --children (a worker it
+forks during the recording is off again after too); the files written
+(never through a symlink, 0600); the interpreter of another user's
+process asked as that user; and each failure, which must be one line,
+with a non-zero exit status and no traceback.  Each recording lasts a
+second or two.
 """
 
 import contextlib
+import glob
 import io
 import os
 import re
+import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -26,8 +33,9 @@ from unittest import mock
 
 from test.support import perf_helper as ph
 from test.support.script_helper import make_script
-from test.test_perf_live import (HAVE_LIVE, NO_LIVE, NOBODY, STOCK_311,
-                                 TargetMixin, clean_env, nobody_problem)
+from test.test_perf_live import (BLOCKED, HAVE_LIVE, NO_LIVE, NOBODY,
+                                 NOBODY_UID, STOCK_311, TargetMixin,
+                                 clean_env, nobody_problem)
 from test.test_perf_profiler._common import assert_python_stacks
 
 import _perf_record
@@ -43,14 +51,12 @@ NESTED_SECOND = ph.NESTED + textwrap.dedent("""\
     """)
 
 # A target of --pid: prints its pid and READY, then calls the seed
-# example's baz() until its stdin closes, or for LIMIT seconds.
+# example's baz() until its stdin closes.
 NESTED_TARGET = ph.NESTED + textwrap.dedent("""\
-    import select, time
-    LIMIT = None
+    import select
     def main():
         print("READY", flush=True)
-        end = None if LIMIT is None else time.monotonic() + LIMIT
-        while end is None or time.monotonic() < end:
+        while True:
             baz(20_000)
             if select.select([sys.stdin], [], [], 0)[0]:
                 if not sys.stdin.readline():
@@ -61,8 +67,8 @@ NESTED_TARGET = ph.NESTED + textwrap.dedent("""\
 
 # A pre-fork server: the master forks two workers, each calling
 # worker_task() until killed, then waits in select() (idle) until its
-# stdin closes.
-PREFORK = textwrap.dedent("""\
+# stdin closes, and says then whether its trampoline is on.
+PREFORK_WORKERS = textwrap.dedent("""\
     import os, select, sys
     print("PID", os.getpid(), flush=True)
     def worker_task(n):
@@ -73,21 +79,78 @@ PREFORK = textwrap.dedent("""\
     def worker():
         while True:
             worker_task(10_000)
-    workers = []
-    for _ in range(2):
+    def spawn():
         pid = os.fork()
         if pid == 0:
-            worker()
-            os._exit(0)
-        workers.append(pid)
-    print("WORKERS", *workers, flush=True)
+            try:
+                worker()
+            finally:
+                os._exit(0)
+        print("WORKER", pid, flush=True)
+        return pid
+    workers = [spawn(), spawn()]
     print("READY", flush=True)
-    select.select([sys.stdin], [], [])
-    sys.stdin.read()
+    """)
+PREFORK_END = textwrap.dedent("""\
     for pid in workers:
         os.kill(pid, 9)
         os.waitpid(pid, 0)
+    print("ACTIVE", sys.is_stack_trampoline_active(), flush=True)
     """)
+PREFORK = PREFORK_WORKERS + textwrap.dedent("""\
+    select.select([sys.stdin], [], [])
+    sys.stdin.read()
+    """) + PREFORK_END
+
+# A pre-fork server that replaces its first worker (kills it and forks
+# another) on each line "recycle", as gunicorn replaces its workers, and
+# runs Python code every 50 ms meanwhile (so it serves a request soon).
+PREFORK_RECYCLING = PREFORK_WORKERS + textwrap.dedent("""\
+    while True:
+        if not select.select([sys.stdin], [], [], 0.05)[0]:
+            continue
+        line = sys.stdin.readline()
+        if not line:
+            break
+        os.kill(workers[0], 9)
+        os.waitpid(workers[0], 0)
+        workers[0] = spawn()
+    """) + PREFORK_END
+
+# record, its acknowledgements awaited 60 s instead of 1 (an idle target
+# keeps record in _activate() or _restore() until the test wakes it).
+SLOW_ACK = textwrap.dedent("""\
+    import sys
+    import _perf_record
+    import perf_trampoline
+    _perf_record.REQUEST_TIMEOUT = 60
+    sys.exit(perf_trampoline.main(sys.argv[1:]))
+    """)
+
+# A program named python3 that is no Python: run with options (asked as
+# a Python), it appends its effective uid to $RECORD_TEST_TRACE; else it
+# prints READY and waits until its stdin closes.
+ASKED_AS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+int main(int argc, char **argv) {
+    char c;
+    if (argc > 1 && argv[1][0] == '-') {
+        FILE *f = fopen(getenv("RECORD_TEST_TRACE"), "a");
+        if (f != NULL) {
+            fprintf(f, "%d\n", (int)geteuid());
+            fclose(f);
+        }
+        return 1;
+    }
+    puts("READY");
+    fflush(stdout);
+    while (read(0, &c, 1) > 0)
+        ;
+    return 0;
+}
+"""
 
 
 def setUpModule():
@@ -98,15 +161,61 @@ def tearDownModule():
     ph.teardown_module()
 
 
-def record_command(*args, prefix=()):
-    """The command line of `python -m perf_trampoline record ARGS`."""
-    return [*prefix, sys.executable, pt.__file__, "record", *map(str, args)]
+def record_command(*args, prefix=(), slow_ack=False):
+    """The command line of `python -m perf_trampoline record ARGS` (with
+    `slow_ack`, of record waiting 60 s for acknowledgements)."""
+    program = ["-c", SLOW_ACK] if slow_ack else [pt.__file__]
+    return [*prefix, sys.executable, *program, "record", *map(str, args)]
 
 
 def record_env(**extra):
     """The environment of record: PYTHON* cleared, and perf's build-id
     cache in the tests' own directory."""
     return clean_env(PERF_BUILDID_DIR=ph.buildid_dir(), **extra)
+
+
+class Lines:
+    """The lines of a pipe of a process as they come (read unbuffered,
+    so that none is lost to a buffer)."""
+
+    def __init__(self, pipe):
+        self.fd = pipe.fileno()
+        self.data = b""
+        self.eof = False
+
+    @property
+    def text(self):
+        return self.data.decode(errors="replace")
+
+    def _read(self, timeout):
+        if select.select([self.fd], [], [], timeout)[0]:
+            chunk = os.read(self.fd, 65536)
+            self.data += chunk
+            self.eof = not chunk
+
+    def until(self, text, timeout=120):
+        """Read until a whole line has `text`; AssertionError at the end or
+        after `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while True:
+            whole = self.text[:self.text.rfind("\n") + 1]
+            if any(text in line for line in whole.splitlines()):
+                return
+            left = deadline - time.monotonic()
+            if self.eof or left <= 0:
+                raise AssertionError(f"no line with {text!r}: {self.text}")
+            self._read(left)
+
+    def rest(self, timeout=300):
+        """Read to the end: all the text (AssertionError after `timeout`
+        seconds)."""
+        deadline = time.monotonic() + timeout
+        while not self.eof:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"no end: {self.text}")
+            self._read(left)
+        return self.text
 
 
 def call_graph_of(data):
@@ -137,6 +246,38 @@ class RecordTestCase(unittest.TestCase):
                               capture_output=True, text=True,
                               env=env if env is not None else record_env(),
                               stdin=subprocess.DEVNULL, timeout=timeout)
+
+    def start_record(self, *args, slow_ack=False, env=None):
+        """Start record ARGS; returns (its Popen, a Lines of its stderr)."""
+        rec = subprocess.Popen(record_command(*args, slow_ack=slow_ack),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               stdin=subprocess.DEVNULL,
+                               env=env if env is not None else record_env())
+        self.addCleanup(self._stop_record, rec)
+        return rec, Lines(rec.stderr)
+
+    def _stop_record(self, rec):
+        if rec.poll() is None:
+            rec.kill()
+        rec.wait()
+        rec.stdout.close()
+        rec.stderr.close()
+
+    def end_record(self, rec, err, timeout=120):
+        """Wait for record's end: a CompletedProcess (text).  Killed by a
+        signal, it fails the test (without waiting for its perf, which
+        shares its pipes)."""
+        try:
+            rec.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.fail(f"record does not end: {err.text}")
+        if rec.returncode < 0:
+            self.fail(f"record was killed by signal {-rec.returncode}: "
+                      f"{err.text}")
+        text = err.rest(timeout)
+        out = Lines(rec.stdout).rest(timeout)
+        return subprocess.CompletedProcess(rec.args, rec.returncode, out,
+                                           text)
 
     def assert_recorded(self, proc, python_level=False):
         """record succeeded and says what it wrote: NAME.data and NAME.txt
@@ -239,20 +380,10 @@ class TestRecordCommand(RecordTestCase):
                     n, "_PyEval_EvalFrameDefault")], names)
 
     def test_flamegraph(self):
-        # (where a template is: what the user points at, perf's place for
-        # it, or the one `make check-viewer` installs beside the builds)
-        build = os.path.dirname(os.path.realpath(sys.executable))
-        candidates = [
-            os.environ.get("PERF_FLAMEGRAPH_TEMPLATE"),
-            "/usr/share/d3-flame-graph/d3-flamegraph-base.html",
-            os.path.join(os.path.dirname(build), "build", "viewer",
-                         "node_modules", "d3-flame-graph", "dist",
-                         "templates", "d3-flamegraph-base.html")]
-        found = [c for c in candidates if c and os.path.isfile(c)]
-        if not found:
+        template = ph.flamegraph_template()
+        if template is None:
             self.skipTest("no d3-flame-graph template (make check-viewer "
                           "installs one in build/viewer)")
-        template = found[0]
         script = make_script(self.tmp, "nested", NESTED_SECOND)
         proc = self.record("-o", self.name, "--flamegraph", "--template",
                            template, "--", sys.executable, script)
@@ -272,10 +403,70 @@ class TestRecordCommand(RecordTestCase):
                       proc.stderr)
 
     def test_output_name(self):
-        # -o NAME.data is NAME
+        # -o NAME.data is NAME; a recording without samples is written,
+        # with a warning
         proc = self.record("-o", self.name + ".data", "--", "true")
         self.assert_recorded(proc)
         self.assertFalse(os.path.exists(self.name + ".data.data"))
+        self.assertIn("0 samples", proc.stdout)
+        self.assertIn("record: no samples were recorded: the command ended "
+                      "before perf took one", proc.stderr)
+
+    def test_output_not_followed(self):
+        # Symlinks planted with the names of the outputs (a shared /tmp)
+        # are replaced, never written through: not the victim of NAME.txt
+        # and NAME.folded, not the missing file NAME.data leads to (an
+        # existing NAME.data, whatever it is, becomes NAME.data.old).
+        # Each file is 0600, as perf.data.
+        victim = os.path.join(self.tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        missing = os.path.join(self.tmp, "made-by-record")
+        os.symlink(victim, self.name + ".txt")
+        os.symlink(victim, self.name + ".folded")
+        os.symlink(missing, self.name + ".data")
+        script = make_script(self.tmp, "nested", NESTED_SECOND)
+        proc = self.record("-o", self.name, "--python", "--",
+                           sys.executable, script)
+        ph.forget_files(self, ph.script_pid(proc.stdout))
+        self.assert_recorded(proc, python_level=True)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+        self.assertFalse(os.path.lexists(missing))
+        self.assertEqual(os.readlink(self.name + ".data.old"), missing)
+        for suffix in (".data", ".txt", ".folded"):
+            st = os.lstat(self.name + suffix)
+            self.assertTrue(stat.S_ISREG(st.st_mode), suffix)
+            self.assertEqual(stat.S_IMODE(st.st_mode), 0o600, suffix)
+        # nothing else is left in the directory
+        self.assertEqual(sorted(os.listdir(self.tmp)),
+                         sorted(["nested.py", "victim", "out.data",
+                                 "out.data.old", "out.txt", "out.folded"]))
+
+    def test_old_data(self):
+        # An existing NAME.data, empty too, becomes NAME.data.old.
+        open(self.name + ".data", "w").close()
+        proc = self.record("-o", self.name, "--", "true")
+        self.assert_recorded(proc)
+        self.assertEqual(os.path.getsize(self.name + ".data.old"), 0)
+        with open(self.name + ".data", "rb") as f:
+            first = f.read()
+        self.assertTrue(_perf_record.data_written(self.name + ".data"))
+        proc = self.record("-o", self.name, "--", "true")
+        self.assert_recorded(proc)
+        with open(self.name + ".data.old", "rb") as f:
+            self.assertEqual(f.read(), first)
+
+    def test_output_directory(self):
+        # -o DIR is refused: not DIR.data beside it, nor DIR/perf.data
+        proc = self.record("-o", self.tmp, "--", "true")
+        self.assertEqual(proc.returncode, 1, proc.stderr)
+        self.assertEqual(proc.stderr.splitlines()[-1],
+                         f"record: -o {self.tmp}: give a file name, not a "
+                         f"directory (-o {self.tmp}/perf writes "
+                         f"{self.tmp}/perf.data, ...)")
+        self.assertFalse(os.path.exists(self.tmp + ".data"))
+        self.assertEqual(os.listdir(self.tmp), [])
 
 
 @unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
@@ -284,35 +475,61 @@ class TestRecordCommand(RecordTestCase):
 class TestRecordPid(RecordTestCase, TargetMixin):
 
     def active(self, pid):
-        return pt.status(pid).snapshot.active
+        """The trampoline of `pid`: 0 off, 1 perf, None when its block
+        cannot be read (a child of fork() that has not run since shows
+        its parent's)."""
+        snap = pt.status(pid).snapshot
+        return None if snap is None else snap.active
+
+    def wait_active(self, pid, expected, timeout=10):
+        """The trampoline of `pid` is `expected` (0 off, 1 perf) within
+        `timeout` seconds (a busy process acknowledges a request within
+        a few milliseconds; a loaded machine can take longer)."""
+        deadline = time.monotonic() + timeout
+        while (active := self.active(pid)) != expected:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+        self.assertEqual(active, expected, f"process {pid}")
+
+    def wait_request(self, pid, code, timeout=60):
+        """Request `code` is pending in the block of `pid` (which is idle)
+        within `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while (snap := pt.status(pid).snapshot).request != code:
+            if time.monotonic() > deadline:
+                self.fail(f"process {pid}: no request {code} pending, "
+                          f"{snap.request} instead")
+            time.sleep(0.01)
+
+    def wait_recording(self):
+        """Wait until perf has made its output, and a moment more: it
+        samples its targets then."""
+        staged = os.path.join(self.tmp, ".perf-record-*", "out.data")
+        for _ in range(1000):
+            if glob.glob(staged):
+                break
+            time.sleep(0.01)
+        else:
+            self.fail(f"perf made no output: {os.listdir(self.tmp)}")
+        time.sleep(0.5)
 
     def test_pid_until_ctrl_c(self):
         # Started without -X perf: record turns the trampoline on, records
         # until Ctrl-C (SIGINT), and turns it off again.
         proc, pid = self.start(NESTED_TARGET)
         self.assertEqual(self.active(pid), 0)
-        rec = subprocess.Popen(record_command("-o", self.name, "--pid", pid),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               stdin=subprocess.DEVNULL, text=True,
-                               env=record_env())
-        self.addCleanup(rec.kill)
-        err = []
-        for line in rec.stderr:
-            err.append(line)
-            if "recording until Ctrl-C" in line:
-                break
-        self.assertTrue(err and "recording until Ctrl-C" in err[-1],
-                        "".join(err))
-        self.assertEqual(self.active(pid), 1)       # perf
+        rec, err = self.start_record("-o", self.name, "--pid", pid)
+        err.until("recording until Ctrl-C")
+        self.wait_active(pid, 1)       # perf
         time.sleep(1.5)
         rec.send_signal(signal.SIGINT)
-        out, rest = rec.communicate(timeout=300)
-        err = "".join(err) + rest
-        self.assertEqual(self.active(pid), 0)
-        self.assertIn("(turned on; off again after the recording)", err)
-        self.assertIn(f"{pid}: trampoline off again", err)
-        self.assert_recorded(subprocess.CompletedProcess(
-            rec.args, rec.returncode, out, err))
+        done = self.end_record(rec, err)
+        self.wait_active(pid, 0)
+        self.assertIn("(turned on; off again after the recording)",
+                      done.stderr)
+        self.assertIn(f"{pid}: trampoline off again", done.stderr)
+        self.assert_recorded(done)
         # <string>: the target runs as -c
         assert_python_stacks(self, self.samples(pid), "<string>",
                              ph.NESTED_NAMES)
@@ -320,21 +537,131 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.assertEqual(call_graph_of(self.name + ".data"), mode)
         self.finish(proc)
 
+    def test_ctrl_c_at_once(self):
+        # Ctrl-C as soon as record says that it stops the recording (perf
+        # may still be starting): the recording ends, and is written.
+        proc, pid = self.start(NESTED_TARGET)
+        rec, err = self.start_record("-o", self.name, "--pid", pid)
+        err.until("recording until Ctrl-C")
+        rec.send_signal(signal.SIGINT)
+        done = self.end_record(rec, err)
+        self.assert_recorded(done)
+        self.wait_active(pid, 0)
+        self.finish(proc)
+
+    def test_ctrl_c_while_perf_starts(self):
+        # Ctrl-C while perf has not made its output yet (here a perf that
+        # takes a second to start): perf gets the SIGINT once it has, and
+        # ends the recording cleanly (it would die of a SIGINT before).
+        fake = os.path.join(self.tmp, "bin")
+        os.mkdir(fake)
+        with open(os.path.join(fake, "perf"), "w") as f:
+            f.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                if [ "$1" = record ]; then
+                    sleep 1
+                fi
+                exec {shutil.which("perf")} "$@"
+                """))
+        os.chmod(os.path.join(fake, "perf"), 0o755)
+        proc, pid = self.start(NESTED_TARGET)
+        rec, err = self.start_record(
+            "-o", self.name, "--pid", pid,
+            env=record_env(PATH=fake + os.pathsep + os.environ["PATH"]))
+        err.until("recording until Ctrl-C")
+        rec.send_signal(signal.SIGINT)
+        done = self.end_record(rec, err)
+        self.assert_recorded(done)
+        self.wait_active(pid, 0)
+        self.finish(proc)
+
+    def test_sighup_while_recording(self):
+        # SIGHUP (the terminal closed) ends the recording like Ctrl-C:
+        # the trampoline is off again, the files written.
+        proc, pid = self.start(NESTED_TARGET)
+        rec, err = self.start_record("-o", self.name, "--pid", pid)
+        err.until("recording until Ctrl-C")
+        time.sleep(1)
+        rec.send_signal(signal.SIGHUP)
+        done = self.end_record(rec, err)
+        self.assert_recorded(done)
+        self.wait_active(pid, 0)
+        self.finish(proc)
+
+    def test_sigterm_while_activating(self):
+        # SIGTERM while record waits for an idle process to serve the
+        # activation: record stops (128 + 15), and the request left
+        # pending is replaced by a deactivation, so that the process does
+        # not turn the trampoline on when it wakes.
+        proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
+        rec, err = self.start_record("-o", self.name, "--pid", pid,
+                                     slow_ack=True)
+        self.wait_request(pid, pt.REQ_PERF)
+        rec.send_signal(signal.SIGTERM)
+        self.wait_request(pid, pt.REQ_DEACTIVATE)
+        self.assertFalse(self.ask_active(proc))    # wakes it
+        done = self.end_record(rec, err)
+        self.assertEqual(done.returncode, 128 + signal.SIGTERM, done.stderr)
+        self.assertEqual(done.stderr.splitlines()[-1],
+                         "record: stopped by SIGTERM")
+        self.assertIn(f"{pid}: trampoline off again", done.stderr)
+        self.assertEqual(os.listdir(self.tmp), [])
+        self.finish(proc)
+
+    def test_ctrl_c_while_restoring(self):
+        # Ctrl-C while record waits for an idle process to serve the
+        # deactivation is ignored: the recording is written, after the
+        # deactivation (and without samples, said).
+        proc, pid = self.start(BLOCKED)
+        self.wait_in_select(pid)
+        rec, err = self.start_record("-o", self.name, "--pid", pid,
+                                     "--duration", "0.5", slow_ack=True)
+        self.wait_request(pid, pt.REQ_PERF)
+        self.assertTrue(self.ask_active(proc))     # serves it
+        self.wait_in_select(pid)
+        self.wait_request(pid, pt.REQ_DEACTIVATE)
+        rec.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        self.assertFalse(self.ask_active(proc))
+        done = self.end_record(rec, err)
+        self.assert_recorded(done)
+        self.assertIn(f"{pid}: trampoline off again", done.stderr)
+        self.assertIn("record: no samples were recorded: the process ran no "
+                      "code on a CPU while recorded", done.stderr)
+        self.finish(proc)
+
+    def test_already_on(self):
+        # A process whose trampoline was on before is left on.
+        proc, pid = self.start(NESTED_TARGET, "-X", "perf")
+        self.assertEqual(self.active(pid), 1)
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "1")
+        self.assert_recorded(done)
+        self.assertNotIn("turned on", done.stderr)
+        self.assertNotIn("off again", done.stderr)
+        time.sleep(0.5)
+        self.assertEqual(self.active(pid), 1)
+        assert_python_stacks(self, self.samples(pid), "<string>",
+                             ph.NESTED_NAMES)
+        self.finish(proc)
+
     def test_pid_until_it_exits(self):
         # Without --duration, record ends when the process does.
-        proc, pid = self.start(NESTED_TARGET.replace("LIMIT = None",
-                                                     "LIMIT = 1.5"))
-        start = time.monotonic()
-        done = self.record("-o", self.name, "--pid", pid, timeout=120)
+        proc, pid = self.start(NESTED_TARGET)
+        rec, err = self.start_record("-o", self.name, "--pid", pid)
+        err.until("recording until Ctrl-C")
+        time.sleep(1)
+        proc.stdin.close()      # the target ends
+        done = self.end_record(rec, err)
         self.assert_recorded(done)
-        self.assertLess(time.monotonic() - start, 60)
         self.assertEqual(proc.wait(timeout=60), 0)
         named = [s for s in self.samples(pid)
                  if any(sym.startswith("py::foo:") for sym, _ in s)]
         self.assertGreater(len(named), 10)
 
-    def test_children_of_prefork_server(self):
-        proc = subprocess.Popen([sys.executable, "-c", PREFORK],
+    def start_server(self, code):
+        """Start a pre-fork server: (its Popen, its workers' pids)."""
+        proc = subprocess.Popen([sys.executable, "-c", code],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env())
@@ -342,15 +669,26 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         workers = []
         for line in proc.stdout:
             words = line.split()
-            if words[0] == "WORKERS":
-                workers = [int(w) for w in words[1:]]
-                for w in workers:
-                    self.addCleanup(ph.forget_files, self, w)
+            if words[0] == "WORKER":
+                workers.append(int(words[1]))
+                self.addCleanup(ph.forget_files, self, workers[-1])
             elif words[0] == "READY":
                 break
         self.assertEqual(len(workers), 2)
-        for p in [proc.pid, *workers]:
-            self.assertEqual(self.active(p), 0)
+        for w in workers:
+            self.wait_active(w, 0)      # (through fork(): its own block)
+        return proc, workers
+
+    def end_server(self, proc):
+        """Stop the server: whether its master's trampoline was on."""
+        out, err = proc.communicate(timeout=60)
+        self.assertEqual(proc.returncode, 0, err)
+        self.assertNotIn("Traceback", err)
+        return out.split()[-1] == "True"
+
+    def test_children_of_prefork_server(self):
+        proc, workers = self.start_server(PREFORK)
+        self.assertEqual(self.active(proc.pid), 0)
         done = self.record("-o", self.name, "--pid", proc.pid, "--children",
                            "--duration", "1.5")
         self.assert_recorded(done)
@@ -366,10 +704,35 @@ class TestRecordPid(RecordTestCase, TargetMixin):
             self.assertGreater(len(named), len(mine) // 2,
                                f"worker {w}: {len(named)} of {len(mine)} "
                                f"samples name worker_task")
-        # all off again (the idle master keeps its request pending)
-        for p in [proc.pid, *workers]:
-            self.assertEqual(self.active(p), 0)
-        self.assertEqual(self.finish(proc), "")
+        # all off again; the idle master, which kept its requests
+        # pending, too when it wakes
+        for p in workers:
+            self.wait_active(p, 0)
+        self.assertFalse(self.end_server(proc))
+
+    def test_worker_forked_while_recording(self):
+        # A worker that the master, turned on by record, forks during the
+        # recording inherits the trampoline: it is off again after too.
+        proc, workers = self.start_server(PREFORK_RECYCLING)
+        rec, err = self.start_record("-o", self.name, "--pid", proc.pid,
+                                     "--children", "--duration", "4")
+        err.until("recording for 4 s")
+        self.wait_recording()       # (a worker gone before fails perf)
+        self.wait_active(proc.pid, 1)
+        proc.stdin.write("recycle\n")
+        proc.stdin.flush()
+        words = proc.stdout.readline().split()
+        self.assertEqual(words[0], "WORKER", words)
+        new = int(words[1])
+        self.addCleanup(ph.forget_files, self, new)
+        self.wait_active(new, 1)        # inherited (after its fork)
+        done = self.end_record(rec, err)
+        self.assert_recorded(done)
+        for p in [proc.pid, workers[1], new]:
+            self.wait_active(p, 0)
+        self.assertIn(f"{new}: trampoline off (started during the "
+                      f"recording)", done.stderr)
+        self.assertFalse(self.end_server(proc))
 
     def test_pid_not_python(self):
         # A process that is no Python: its native frames, with dwarf.
@@ -410,6 +773,49 @@ class TestRecordPid(RecordTestCase, TargetMixin):
                       done.stderr)
         self.assertEqual(self.active(pid), 0)
         self.finish(proc)
+
+
+@ph.requires_perf
+class TestAsking(RecordTestCase):
+    """The interpreter of a process is asked as the process's user."""
+
+    def test_other_users_program(self):
+        # Root records a process of nobody that runs nobody's program
+        # named python3: record runs it (to ask it as a Python) as nobody,
+        # never as root, and then records it with dwarf.
+        problem = nobody_problem()
+        if problem:
+            self.skipTest(problem)
+        cc = shutil.which("cc")
+        if cc is None:
+            self.skipTest("no C compiler (cc) to make the program")
+        os.chmod(self.tmp, 0o777)
+        source = os.path.join(self.tmp, "asked.c")
+        with open(source, "w") as f:
+            f.write(ASKED_AS)
+        program = os.path.join(self.tmp, "python3")
+        build = subprocess.run([cc, "-o", program, source],
+                               capture_output=True, text=True)
+        if build.returncode != 0:
+            self.skipTest(f"cc cannot make a program here: {build.stderr}")
+        os.chown(program, NOBODY_UID, -1)
+        trace = os.path.join(self.tmp, "trace")
+        target = subprocess.Popen([*NOBODY, program], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE)
+        self.addCleanup(target.wait)
+        self.addCleanup(target.stdout.close)
+        self.addCleanup(target.stdin.close)
+        self.assertEqual(target.stdout.readline(), b"READY\n")
+        done = subprocess.run(
+            record_command("-o", self.name, "--pid", target.pid,
+                           "--duration", "0.5"),
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=record_env(RECORD_TEST_TRACE=trace), timeout=300)
+        self.assert_recorded(done)
+        self.assertIn(f"process {target.pid} ({program}) is not a Python "
+                      "this command can ask: call graph dwarf", done.stderr)
+        with open(trace) as f:
+            self.assertEqual(f.read(), f"{NOBODY_UID}\n")
 
 
 @unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
@@ -534,10 +940,25 @@ class TestFailures(RecordTestCase, TargetMixin):
     def test_usage(self):
         for args in (["--pid", "1", "--", "true"], [],
                      ["--children", "--", "true"], ["--pid", "0"],
-                     ["--pid", "1", "--duration", "-1"]):
+                     ["--pid", "1", "--duration", "-1"],
+                     ["--pid", "1", "--duration", "0"],
+                     ["--pid", "1", "--duration", "inf"],
+                     ["--pid", "1", "--duration", "nan"],
+                     ["--template", self.name, "--", "true"]):
             proc = self.record("-o", self.name, *args)
             self.assertEqual(proc.returncode, 2, (args, proc.stderr))
             self.assertNotIn("Traceback", proc.stderr)
+        proc = self.record("--template", self.name, "--", "true")
+        self.assertIn("--template goes with --flamegraph", proc.stderr)
+
+    def test_help(self):
+        # the exit statuses, a signal's among them
+        proc = self.record("--help")
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        text = " ".join(proc.stdout.split())
+        self.assertIn("2 for a usage error, 128 + the signal's number when "
+                      "a signal stopped record before the recording (130 "
+                      "for Ctrl-C)", text)
 
 
 class TestHelpers(unittest.TestCase):
@@ -593,8 +1014,15 @@ class TestHelpers(unittest.TestCase):
             with open(path, "wb") as f:
                 f.write(b"PERFILE2" + bytes(40) + (1).to_bytes(8, "little"))
             self.assertTrue(_perf_record.data_written(path))
-            before = _perf_record._identity(path)
-            self.assertFalse(_perf_record.data_written(path, before))
+
+    def test_credentials(self):
+        me = _perf_record.credentials_of(os.getpid())
+        self.assertEqual((me.uid, me.gid, sorted(me.groups)),
+                         (os.geteuid(), os.getegid(),
+                          sorted(os.getgroups())))
+        gone = subprocess.Popen(["true"])
+        gone.wait()
+        self.assertIsNone(_perf_record.credentials_of(gone.pid))
 
 
 if __name__ == "__main__":
