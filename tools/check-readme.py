@@ -35,7 +35,11 @@ fails ends the block, and the block fails), with:
   - a session of its own, killed as a whole when the block ends or its
     timeout passes, so that a program it started in the background (the
     "running process" blocks start one) never outlives it.
-Output goes to DIR/block-N.log; a failure prints its tail.
+Output goes to DIR/block-N.log; a failure prints its tail.  A block
+passes when it exits 0 and, if it records (`perf record` or
+`perf_trampoline record`), when its output or a file it wrote (not the
+perf.data files) names a Python function: a README whose commands run
+but show only the evaluator fails.
 
 /tmp.  The blocks leave perf maps and trampoline files in /tmp, and one
 of them runs `python -m perf_trampoline clean`, which removes the files
@@ -84,6 +88,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.append(os.path.join(ROOT, "Lib"))
 import _perf_clean      # noqa: E402
 import _perf_collapse   # noqa: E402
+from private_tmp import possible as private_tmp_possible  # noqa: E402
 
 SECTION = "quick start"
 NOFP_MARK = re.compile(r"^<!--\s*check-readme:\s*nofp\s*-->\s*$")
@@ -181,22 +186,6 @@ def nofp_python(pythons):
         if config_var(python, "PY_HAVE_FRAME_POINTERS") != "1":
             return python
     return pythons[0]
-
-
-def under_tmp(path):
-    return path == "/tmp" or path.startswith("/tmp/")
-
-
-def can_make_private_tmp(paths):
-    if any(under_tmp(os.path.realpath(p)) for p in paths):
-        return False
-    try:
-        r = subprocess.run(["unshare", "--mount", "true"],
-                           stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    except OSError:
-        return False
-    return r.returncode == 0
 
 
 def perf_cannot_record(out):
@@ -299,6 +288,13 @@ def run_block(block, readme, python, out, private_tmp, timeout):
         elif rc:
             log.write(f"\ncheck-readme: exit status {rc}\n")
     elapsed = time.monotonic() - start
+    if rc == 0 and RECORDS.search(block.text) and \
+            not names_python_function(log_path, work):
+        rc = "no name"
+        with open(log_path, "a") as log:
+            log.write(f"\ncheck-readme: the block records, but neither its "
+                      f"output nor a file it wrote names a Python function "
+                      f"({PY_NAME.decode()}...)\n")
     left = set()
     if not private_tmp:
         # Left where they are: see "/tmp." in the docstring.
@@ -306,6 +302,27 @@ def run_block(block, readme, python, out, private_tmp, timeout):
                 if not _perf_clean.is_running(_perf_clean.pid_of(name))}
     shutil.rmtree(work, ignore_errors=True)
     return rc == 0, elapsed, log_path, left
+
+
+# A block that records must show what the README promises: a Python
+# function's name in what it printed (perf report) or in a file it wrote
+# (the perf script text, the folded stacks, the flame graph).
+RECORDS = re.compile(r"\b(perf|perf_trampoline) record\b")
+PY_NAME = b"py::"
+
+
+def names_python_function(log_path, work):
+    paths = [log_path]
+    for name in os.listdir(work):
+        path = os.path.join(work, name)
+        if os.path.isfile(path) and not os.path.islink(path) and \
+                not name.endswith((".data", ".old", ".py")):
+            paths.append(path)
+    for path in paths:
+        with open(path, "rb") as f:
+            if PY_NAME in f.read():
+                return True
+    return False
 
 
 def tail(path, n=TAIL):
@@ -328,7 +345,7 @@ def main():
     out = os.path.abspath(args.out)
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    private_tmp = can_make_private_tmp(pythons + [out])
+    private_tmp = private_tmp_possible(pythons + [out])
     if private_tmp:
         os.mkdir(os.path.join(out, "tmp"))
         os.chmod(os.path.join(out, "tmp"), 0o1777)

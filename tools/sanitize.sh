@@ -1,6 +1,6 @@
 #!/bin/sh
-# Run our tests and the storms on the ASan + UBSan interpreter (make
-# sanitize), and fail on any sanitizer report.
+# Run our tests, the storms and live activation's tests on the ASan + UBSan
+# interpreter (make sanitize), and fail on any sanitizer report.
 #
 #   sanitize.sh PYTHON
 #
@@ -46,7 +46,7 @@ start=$(date +%s)
 passed=0
 failed=0
 failures=""
-for t in test_perf_profiler test_perf_storms; do
+for t in test_perf_profiler test_perf_storms test_perf_live test_perf_live_hostile; do
     # (the exit status of the pipe's first command, without bash)
     if { "$py" -m test -v "$t" 2>&1; echo $? > "$out.rc"; } | tee -a "$out" &&
        [ "$(cat "$out.rc")" = 0 ]; then

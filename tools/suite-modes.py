@@ -63,6 +63,7 @@ import xml.etree.ElementTree as ET
 sys.path.append(os.path.join(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__))), "Lib"))
 import _perf_clean  # noqa: E402
+from private_tmp import possible as private_tmp_possible  # noqa: E402
 
 MODES = {
     "off": {},
@@ -158,22 +159,6 @@ def read_known(path):
             for name in re.findall(r"`([\w.]+)`", m.group(1)):
                 known[(name, mode)] = m.group(3)
     return known
-
-
-def have_private_tmp(python, out):
-    # A private /tmp would hide an interpreter, this checkout or the
-    # output directory that lives under /tmp.
-    for path in (os.path.abspath(python), os.getcwd(),
-                 os.path.abspath(out)):
-        if path == "/tmp" or path.startswith("/tmp/"):
-            return False
-    try:
-        r = subprocess.run(["unshare", "--mount", "true"],
-                           stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    except OSError:
-        return False
-    return r.returncode == 0
 
 
 def perf_files(root):
@@ -305,7 +290,7 @@ def main():
     modes = args.modes.split(",")
     os.makedirs(args.out, exist_ok=True)
     known = read_known(args.known)
-    private_tmp = have_private_tmp(args.python, args.out)
+    private_tmp = private_tmp_possible([args.python, args.out])
     print(f"suite-modes: {len(args.tests) or 'all'} test modules, -j{args.jobs}"
           f", excluded: {' '.join(args.exclude) or 'none'}; perf files go to "
           + ("a private /tmp per mode" if private_tmp else
