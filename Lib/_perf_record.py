@@ -144,9 +144,6 @@ POLL_INTERVAL = 0.05
 STOP_GRACE = 2.0
 # The mode of every file record writes: perf's own for perf.data.
 FILE_MODE = 0o600
-# What perf_trampoline.status() says of a child of fork() that has not
-# run since (its block is still a copy of its parent's).
-FORKING = "its block names pid"
 
 PERF_MISSING = ("perf is not installed (or not on PATH): apt install "
                 "linux-perf (Debian; linux-tools-$(uname -r) on Ubuntu)")
@@ -806,7 +803,7 @@ def _status(pid):
     pt = _pt()
     deadline = time.monotonic() + REQUEST_TIMEOUT
     out = pt.status(pid)
-    while not out.ok and FORKING in out.text \
+    while not out.ok and out.copied_block \
             and time.monotonic() < deadline:
         time.sleep(POLL_INTERVAL)
         out = pt.status(pid)

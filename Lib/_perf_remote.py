@@ -47,8 +47,9 @@ import sys
 import threading
 import time
 
-__all__ = ["LiveError", "Elf", "Memory", "exists", "symbol_addresses",
-           "ns_pid", "children_of", "printable", "LOOKUP_TIMEOUT"]
+__all__ = ["LiveError", "CopiedBlock", "Elf", "Memory", "exists",
+           "symbol_addresses", "ns_pid", "children_of", "printable",
+           "LOOKUP_TIMEOUT"]
 
 # How long symbol_addresses() waits for the lookup when given no deadline,
 # and the least it waits even past a deadline (a lookup that nothing
@@ -66,6 +67,12 @@ MAX_TABLE = 8 << 20
 
 class LiveError(Exception):
     """A request cannot be made to a process: the text says why."""
+
+
+class CopiedBlock(LiveError):
+    """The process's block names another pid: a child of fork() that has
+    not run since still shows its parent's (or the pid was taken by a
+    process that holds another's block)."""
 
 
 class _Refused(Exception):

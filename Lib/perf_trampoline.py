@@ -72,8 +72,9 @@ import struct
 import sys
 import time
 
-from _perf_remote import (LiveError, Memory, children_of, exists,
-                          maps_rows, ns_pid, printable, symbol_addresses)
+from _perf_remote import (CopiedBlock, LiveError, Memory, children_of,
+                          exists, maps_rows, ns_pid, printable,
+                          symbol_addresses)
 
 __all__ = ["LiveError", "Target", "Outcome", "activate", "deactivate",
            "request_all", "status", "children_of", "main"]
@@ -228,9 +229,9 @@ class Target:
                             "activation (unknown block: magic %r, version "
                             "%d)" % (self.pid, magic, version))
         if owner not in (self.pid, ns_pid(self.pid)):
-            raise LiveError("process %d is not a Python with live perf "
-                            "activation (its block names pid %d)"
-                            % (self.pid, owner))
+            raise CopiedBlock("process %d is not a Python with live "
+                              "perf activation (its block names pid %d)"
+                              % (self.pid, owner))
         self.breaker = breaker
         self.size = min(size, BLOCK.size)
 
@@ -332,11 +333,15 @@ class Outcome:
     there.  `ok` is True once the process acknowledged the request (for
     status(): when the process has a block); `pending` when the request
     is left waiting; `text` is the line the command prints; `snapshot`
-    is the Block read last, or None."""
+    is the Block read last, or None; `copied_block` when the process's
+    block names another pid (a child of fork() that has not run since
+    shows its parent's for a moment)."""
 
-    def __init__(self, pid, ok, text, pending=False, snapshot=None):
+    def __init__(self, pid, ok, text, pending=False, snapshot=None,
+                 copied_block=False):
         self.pid, self.ok, self.text = pid, ok, text
         self.pending, self.snapshot = pending, snapshot
+        self.copied_block = copied_block
 
     def __repr__(self):
         return "Outcome(%d, %r, %r)" % (self.pid, self.ok, self.text)
@@ -538,7 +543,8 @@ def status(pid):
         with Target(pid, write=False) as t:
             snap = t.snapshot()
     except LiveError as exc:
-        return Outcome(pid, False, "%d: %s" % (pid, exc))
+        return Outcome(pid, False, "%d: %s" % (pid, exc),
+                       copied_block=isinstance(exc, CopiedBlock))
     words = ["%d:" % pid, STATE_NAMES.get(snap.state,
                                           "state %d" % snap.state)]
     words.append("active " + BACKEND_NAMES.get(snap.active, str(snap.active)))
