@@ -295,14 +295,13 @@ def run(args):
         with _Signals() as signals:
             return _record(args, command, signals)
     except RecordError as exc:
-        print("record: %s" % exc, file=sys.stderr, flush=True)
+        note(str(exc))
         return 1
     except Stopped as exc:
-        print("record: %s" % _stopped_text(exc.signum), file=sys.stderr,
-              flush=True)
+        note(_stopped_text(exc.signum))
         return 128 + exc.signum
     except KeyboardInterrupt:
-        print("record: interrupted", file=sys.stderr, flush=True)
+        note("interrupted")
         return 128 + signal.SIGINT
 
 
@@ -1039,11 +1038,12 @@ def count_samples(path):
 
 def _record(args, command, signals):
     perf = find_perf()
-    problem = sampling_problem()
+    is_privileged = privileged()
+    problem = sampling_problem(is_privileged=is_privileged)
     if problem:
         raise RecordError(problem)
     level = paranoid_level()
-    if level is not None and level >= 2 and not privileged():
+    if level is not None and level >= 2 and not is_privileged:
         note("kernel frames are not recorded: kernel.perf_event_paranoid "
              "is %d (1 or less, or root, records them)" % level)
     collapse, template = _converter(args)
@@ -1169,7 +1169,7 @@ def _write_outputs(perf, args, outputs, collapse, template, force, idle):
     if args.python:
         raw = os.path.join(outputs.staging, "perf-script.txt")
     _perf_script(perf, staged("data"), raw, force)
-    samples, _ = count_samples(raw)
+    samples, named = count_samples(raw)
     kinds = ["txt"]
     if samples == 0:
         skipped = [outputs.final[k] for k, wanted in
@@ -1194,7 +1194,9 @@ def _write_outputs(perf, args, outputs, collapse, template, force, idle):
         except (collapse.CollapseError, OSError) as exc:
             raise RecordError("cannot convert %s: %s"
                               % (outputs.final["txt"], exc))
-    samples, named = count_samples(staged("txt"))
+        if args.python:
+            # what is reported is the text written: the Python-level one
+            samples, named = count_samples(staged("txt"))
     for kind in kinds:
         outputs.commit(kind)
     return kinds, samples, named

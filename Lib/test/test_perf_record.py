@@ -514,6 +514,23 @@ class TestRecordPid(RecordTestCase, TargetMixin):
             self.fail(f"perf made no output: {os.listdir(self.tmp)}")
         time.sleep(0.5)
 
+    def perf_wrapper_env(self, on_record):
+        """record's environment with a `perf` first on PATH that runs the
+        shell commands `on_record` for `perf record`, then the real perf."""
+        bindir = os.path.join(self.tmp, "bin")
+        os.mkdir(bindir)
+        wrapper = os.path.join(bindir, "perf")
+        with open(wrapper, "w") as f:
+            f.write(textwrap.dedent(f"""\
+                #!/bin/sh
+                if [ "$1" = record ]; then
+                    {on_record}
+                fi
+                exec {shutil.which("perf")} "$@"
+                """))
+        os.chmod(wrapper, 0o755)
+        return record_env(PATH=bindir + os.pathsep + os.environ["PATH"])
+
     def test_pid_until_ctrl_c(self):
         # Started without -X perf: record turns the trampoline on, records
         # until Ctrl-C (SIGINT), and turns it off again.
@@ -553,21 +570,9 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         # Ctrl-C while perf has not made its output yet (here a perf that
         # takes a second to start): perf gets the SIGINT once it has, and
         # ends the recording cleanly (it would die of a SIGINT before).
-        fake = os.path.join(self.tmp, "bin")
-        os.mkdir(fake)
-        with open(os.path.join(fake, "perf"), "w") as f:
-            f.write(textwrap.dedent(f"""\
-                #!/bin/sh
-                if [ "$1" = record ]; then
-                    sleep 1
-                fi
-                exec {shutil.which("perf")} "$@"
-                """))
-        os.chmod(os.path.join(fake, "perf"), 0o755)
+        env = self.perf_wrapper_env("sleep 1")
         proc, pid = self.start(NESTED_TARGET)
-        rec, err = self.start_record(
-            "-o", self.name, "--pid", pid,
-            env=record_env(PATH=fake + os.pathsep + os.environ["PATH"]))
+        rec, err = self.start_record("-o", self.name, "--pid", pid, env=env)
         err.until("recording until Ctrl-C")
         rec.send_signal(signal.SIGINT)
         done = self.end_record(rec, err)
@@ -751,22 +756,11 @@ class TestRecordPid(RecordTestCase, TargetMixin):
     def test_perf_failure_restores(self):
         # perf record fails: the trampoline is off again, and the failure
         # is one line.
-        fake = os.path.join(self.tmp, "bin")
-        os.mkdir(fake)
-        with open(os.path.join(fake, "perf"), "w") as f:
-            f.write(textwrap.dedent(f"""\
-                #!/bin/sh
-                if [ "$1" = record ]; then
-                    echo "fake perf: no recording today" >&2
-                    exit 3
-                fi
-                exec {shutil.which("perf")} "$@"
-                """))
-        os.chmod(os.path.join(fake, "perf"), 0o755)
+        env = self.perf_wrapper_env(
+            'echo "fake perf: no recording today" >&2; exit 3')
         proc, pid = self.start(NESTED_TARGET)
         done = self.record("-o", self.name, "--pid", pid, "--duration", "1",
-                           env=record_env(PATH=fake + os.pathsep
-                                          + os.environ["PATH"]))
+                           env=env)
         self.assert_fails(done, "perf record failed (exit status 3): fake "
                           "perf: no recording today")
         self.assertIn("(turned on; off again after the recording)",
