@@ -404,8 +404,12 @@ class TestRecordCommand(RecordTestCase):
 
     def test_output_name(self):
         # -o NAME.data is NAME; a recording without samples is written,
-        # with a warning
-        proc = self.record("-o", self.name + ".data", "--", "true")
+        # with a warning.  -F 1: at 999 Hz, `true` on a loaded machine was
+        # sampled once in about ten runs; the cpu-clock event (what record
+        # uses where hardware cycles cannot be counted, as here) takes its
+        # first sample after a second of CPU time at 1 Hz.
+        proc = self.record("-o", self.name + ".data", "-F", "1",
+                           "--", "true")
         self.assert_recorded(proc)
         self.assertFalse(os.path.exists(self.name + ".data.data"))
         self.assertIn("0 samples", proc.stdout)
