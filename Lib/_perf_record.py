@@ -722,13 +722,12 @@ class _Targets:
             snap = outcome.snapshot
             if not outcome.ok:
                 why = outcome.text
-                if "does not exist" in why or "has exited" in why:
+                if isinstance(outcome.error, pt.ProcessGone):
                     if p == pid:
                         raise RecordError("process %d does not exist" % p)
                     gone.append(p)
                     continue
-                if "is not a Python with live perf activation" not in why \
-                        and "built --without-remote-debug" not in why:
+                if not isinstance(outcome.error, pt.NoBlock):
                     # no permission, and anything else: say it as is
                     raise RecordError(why)
             elif snap.active == 0 and snap.state == pt.STATE_DISABLED:
@@ -802,7 +801,7 @@ def _status(pid):
     pt = _pt()
     deadline = time.monotonic() + REQUEST_TIMEOUT
     out = pt.status(pid)
-    while not out.ok and out.copied_block \
+    while not out.ok and isinstance(out.error, pt.CopiedBlock) \
             and time.monotonic() < deadline:
         time.sleep(POLL_INTERVAL)
         out = pt.status(pid)

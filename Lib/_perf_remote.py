@@ -47,7 +47,7 @@ import sys
 import threading
 import time
 
-__all__ = ["LiveError", "CopiedBlock", "Elf", "Memory", "exists",
+__all__ = ["LiveError", "ProcessGone", "NoBlock", "CopiedBlock", "Elf", "Memory", "exists",
            "symbol_addresses", "ns_pid", "children_of", "printable",
            "LOOKUP_TIMEOUT"]
 
@@ -69,7 +69,16 @@ class LiveError(Exception):
     """A request cannot be made to a process: the text says why."""
 
 
-class CopiedBlock(LiveError):
+class ProcessGone(LiveError):
+    """The process does not exist, or has exited."""
+
+
+class NoBlock(LiveError):
+    """The process has no block that takes requests: it is no Python with
+    live activation (or one built without it)."""
+
+
+class CopiedBlock(NoBlock):
     """The process's block names another pid: a child of fork() that has
     not run since still shows its parent's (or the pid was taken by a
     process that holds another's block)."""
@@ -251,7 +260,7 @@ def _os_error(pid, exc, what):
         return LiveError(_permission_text(pid))
     if exc.errno == errno.ESRCH or (exc.errno == errno.ENOENT
                                     and _gone(pid)):
-        return LiveError("process %d does not exist (or has exited)" % pid)
+        return ProcessGone("process %d does not exist (or has exited)" % pid)
     return LiveError("cannot %s of process %d: %s"
                      % (what, pid, os.strerror(exc.errno)))
 
@@ -288,7 +297,7 @@ def maps_rows(pid):
     except OSError as exc:
         raise _os_error(pid, exc, "read the mappings")
     if not text and not exists(pid):
-        raise LiveError("process %d has exited" % pid)
+        raise ProcessGone("process %d has exited" % pid)
     rows = []
     for line in text.splitlines():
         parts = line.split(None, 5)
@@ -398,7 +407,7 @@ def _walk(pid, m):
                   "(a symbolic link now?)"
         elif exc.errno == errno.ENOENT:
             if _gone(pid):
-                raise LiveError("process %d has exited" % pid)
+                raise ProcessGone("process %d has exited" % pid)
             why = "no longer exists (deleted or moved since)"
         else:
             why = os.strerror(exc.errno)
@@ -662,7 +671,7 @@ class Memory:
 
     def _failed(self, exc, what):
         if not exists(self.pid):
-            return LiveError("process %d has exited" % self.pid)
+            return ProcessGone("process %d has exited" % self.pid)
         return _os_error(self.pid, exc, what)
 
     def _where(self, addr):
@@ -678,7 +687,7 @@ class Memory:
         except OSError as exc:
             raise self._failed(exc, "read the memory")
         if len(data) != n:
-            raise LiveError("process %d has exited" % self.pid)
+            raise ProcessGone("process %d has exited" % self.pid)
         return data
 
     def write(self, addr, data):
@@ -688,7 +697,7 @@ class Memory:
         except OSError as exc:
             raise self._failed(exc, "write the memory")
         if n != len(data):
-            raise LiveError("process %d has exited" % self.pid)
+            raise ProcessGone("process %d has exited" % self.pid)
 
 
 def children_of(pid):

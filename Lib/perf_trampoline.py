@@ -72,11 +72,12 @@ import struct
 import sys
 import time
 
-from _perf_remote import (CopiedBlock, LiveError, Memory, children_of,
-                          exists, maps_rows, ns_pid, printable,
-                          symbol_addresses)
+from _perf_remote import (CopiedBlock, LiveError, Memory, NoBlock,
+                          ProcessGone, children_of, exists, maps_rows,
+                          ns_pid, printable, symbol_addresses)
 
-__all__ = ["LiveError", "Target", "Outcome", "activate", "deactivate",
+__all__ = ["LiveError", "ProcessGone", "NoBlock", "CopiedBlock", "Target",
+           "Outcome", "activate", "deactivate",
            "request_all", "status", "children_of", "main"]
 
 MAGIC = b"PyPerfL\0"
@@ -171,19 +172,19 @@ class Target:
         self.pid = pid
         self.mem = None
         if not os.path.exists("/proc/%d" % pid):
-            raise LiveError("process %d does not exist" % pid)
+            raise ProcessGone("process %d does not exist" % pid)
         if not exists(pid):
-            raise LiveError("process %d has exited" % pid)
+            raise ProcessGone("process %d has exited" % pid)
         found = symbol_addresses(pid, {BLOCK_SYMBOL, OUR_SYMBOL}, deadline)
         if BLOCK_SYMBOL not in found:
             if not exists(pid):
                 # Its mappings went with it while they were being read.
-                raise LiveError("process %d has exited" % pid)
+                raise ProcessGone("process %d has exited" % pid)
             if OUR_SYMBOL in found:
-                raise LiveError("live activation is disabled in process %d "
-                                "(built --without-remote-debug)" % pid)
-            raise LiveError("process %d is not a Python with live perf "
-                            "activation" % pid)
+                raise NoBlock("live activation is disabled in process %d "
+                              "(built --without-remote-debug)" % pid)
+            raise NoBlock("process %d is not a Python with live perf "
+                          "activation" % pid)
         self.addr = found[BLOCK_SYMBOL]
         self.size = BLOCK_MIN_SIZE
         self._writable = set()      # (address, size) checked writable
@@ -225,9 +226,9 @@ class Target:
         magic, version, size, breaker, state, owner = HEAD.unpack(
             self.read(0, HEAD.size))
         if magic != MAGIC or version != VERSION or size < BLOCK_MIN_SIZE:
-            raise LiveError("process %d is not a Python with live perf "
-                            "activation (unknown block: magic %r, version "
-                            "%d)" % (self.pid, magic, version))
+            raise NoBlock("process %d is not a Python with live perf "
+                          "activation (unknown block: magic %r, version "
+                          "%d)" % (self.pid, magic, version))
         if owner not in (self.pid, ns_pid(self.pid)):
             raise CopiedBlock("process %d is not a Python with live "
                               "perf activation (its block names pid %d)"
@@ -333,15 +334,14 @@ class Outcome:
     there.  `ok` is True once the process acknowledged the request (for
     status(): when the process has a block); `pending` when the request
     is left waiting; `text` is the line the command prints; `snapshot`
-    is the Block read last, or None; `copied_block` when the process's
-    block names another pid (a child of fork() that has not run since
-    shows its parent's for a moment)."""
+    is the Block read last, or None; `error` the LiveError that made it
+    fail, when one did (ProcessGone, NoBlock, CopiedBlock... say why)."""
 
     def __init__(self, pid, ok, text, pending=False, snapshot=None,
-                 copied_block=False):
+                 error=None):
         self.pid, self.ok, self.text = pid, ok, text
         self.pending, self.snapshot = pending, snapshot
-        self.copied_block = copied_block
+        self.error = error
 
     def __repr__(self):
         return "Outcome(%d, %r, %r)" % (self.pid, self.ok, self.text)
@@ -388,12 +388,12 @@ class _Request:
         try:
             self.target = Target(pid, deadline=deadline)
         except LiveError as exc:
-            self._end(False, "%d: %s" % (pid, exc))
+            self._end(False, "%d: %s" % (pid, exc), error=exc)
             return
         self.step()
 
-    def _end(self, ok, text, pending=False, snapshot=None):
-        self.outcome = Outcome(self.pid, ok, text, pending, snapshot)
+    def _end(self, ok, text, pending=False, snapshot=None, error=None):
+        self.outcome = Outcome(self.pid, ok, text, pending, snapshot, error)
         if self.target is not None:
             self.target.close()
             self.target = None
@@ -411,7 +411,7 @@ class _Request:
             self.target.recheck()
             self._step()
         except LiveError as exc:
-            self._end(False, "%d: %s" % (self.pid, exc))
+            self._end(False, "%d: %s" % (self.pid, exc), error=exc)
 
     def _step(self):
         snap = self.target.snapshot()
@@ -543,8 +543,7 @@ def status(pid):
         with Target(pid, write=False) as t:
             snap = t.snapshot()
     except LiveError as exc:
-        return Outcome(pid, False, "%d: %s" % (pid, exc),
-                       copied_block=isinstance(exc, CopiedBlock))
+        return Outcome(pid, False, "%d: %s" % (pid, exc), error=exc)
     words = ["%d:" % pid, STATE_NAMES.get(snap.state,
                                           "state %d" % snap.state)]
     words.append("active " + BACKEND_NAMES.get(snap.active, str(snap.active)))

@@ -223,6 +223,9 @@ class TestNotTaking(TargetMixin, unittest.TestCase):
         proc, _, _ = requester("status", pid)
         self.assertNotEqual(proc.returncode, 0)
         self.assertIn("does not exist", proc.stdout + proc.stderr)
+        # the reason, for callers (record), by its class
+        self.assertIsInstance(pt.status(pid).error, pt.ProcessGone)
+        self.assertIsInstance(pt.activate(pid).error, pt.ProcessGone)
 
     def check_left_alone(self, proc, pid):
         for command in ("activate", "deactivate", "status"):
@@ -231,6 +234,9 @@ class TestNotTaking(TargetMixin, unittest.TestCase):
             self.assertIn(f"process {pid} is not a Python with live perf "
                           f"activation", out.stdout + out.stderr)
             self.assertIsNone(proc.poll())
+        error = pt.status(pid).error
+        self.assertIsInstance(error, pt.NoBlock)
+        self.assertNotIsInstance(error, pt.CopiedBlock)
 
     def test_not_a_python(self):
         proc = subprocess.Popen(["sleep", "60"])
