@@ -351,7 +351,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(block.file, ph.map_path(pid))
         self.assertEqual(block.request, 0)
         self.assertTrue(any(n.startswith("py::hot_function:")
-                            for n in ph.named_functions(pid)))
+                            for n in ph.named_functions(pid, self.since)))
         out, _, _ = requester("status", pid)
         self.assertEqual(out.returncode, 0)
         self.assertIn(f"{pid}: ready active perf {ph.map_path(pid)}",

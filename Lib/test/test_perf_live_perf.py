@@ -227,7 +227,7 @@ class TestPerf(TargetMixin, unittest.TestCase):
                                 for p in [master, *workers]))
         samples = ph.parse_perf_script(perf_script(self.data))
         for w in workers:
-            names = ph.named_functions(w)
+            names = ph.named_functions(w, self.since)
             self.assertTrue(any(n.startswith("py::handle_request:")
                                 for n in names), f"names of worker {w}")
             mine = [s for s in samples

@@ -139,6 +139,8 @@ def injected_files():
             raise AssertionError(f"perf inject failed: {inj.stderr[-1000:]}")
         files = {}
         for path in glob.glob(f"/tmp/jitted-{pid}-*.so"):
+            if not perf_helper.written_since(path, ModuleRuns.since):
+                continue    # another process's, of the same pid
             dest = os.path.join(out, os.path.basename(path))
             shutil.copyfile(path, dest)
             files[symbol_of(dest)] = dest

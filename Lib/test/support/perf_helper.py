@@ -179,7 +179,8 @@ def _perf_inject_jit_works():
                                  capture_output=True, timeout=120)
             if inj.returncode != 0:
                 return "perf inject --jit fails here"
-            if not glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so"):
+            if not any(written_since(path, since) for path in
+                       glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so")):
                 return "perf inject --jit writes no jitted-*.so here"
         finally:
             if pid is not None:
@@ -236,25 +237,36 @@ def _identity(path):
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def arena_paths(pid):
-    """The ELF files of trampolines (arenas) process `pid` made."""
-    return glob.glob(f"/tmp/py-perf-{pid}-*.so")
+def arena_paths(pid, since):
+    """The ELF files of trampolines (arenas) process `pid` made, in the
+    order it made them: those written at `since` (a time.time()) or later,
+    or all if `since` is None.  An older file of that pid was another
+    process's, and the writer numbers its own files past it."""
+    paths = [path for path in glob.glob(f"/tmp/py-perf-{pid}-*.so")
+             if since is None or written_since(path, since)]
+    return sorted(paths, key=arena_number)
 
 
-def named_functions(pid):
+def arena_number(path):
+    """N of /tmp/py-perf-PID-N.so."""
+    return int(re.search(r"-(\d+)\.so$", path)[1])
+
+
+def named_functions(pid, since):
     """The names process `pid` gave its trampolines: the symbols of its
     arena files (named at once) and the lines of its map (which may wait
-    in a block while the process runs)."""
+    in a block while the process runs), of the files written at `since`
+    or later."""
     names = set()
     readelf = shutil.which("readelf")
-    for path in arena_paths(pid) if readelf else ():
+    for path in arena_paths(pid, since) if readelf else ():
         out = subprocess.run([readelf, "-sW", path], capture_output=True,
                              text=True).stdout
         for line in out.splitlines():
             fields = line.split(None, 7)
             if len(fields) == 8 and fields[3] == "FUNC":
                 names.add(fields[7])
-    if os.path.exists(map_path(pid)):
+    if written_since(map_path(pid), since):
         names.update(line.split(" ", 2)[2]
                      for line in read_map_file(map_path(pid), False))
     return names
@@ -262,7 +274,7 @@ def named_functions(pid):
 
 def _files_of(pid):
     return [map_path(pid), jit_path(pid),
-            *glob.glob(f"/tmp/jitted-{pid}-*.so"), *arena_paths(pid)]
+            *glob.glob(f"/tmp/jitted-{pid}-*.so"), *arena_paths(pid, None)]
 
 
 def _own_files(paths, since):

@@ -20,8 +20,9 @@ from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES,
-    NO_TRAMPOLINE, arena_paths, env_with, forget_path, map_path,
-    perf_command, read_map_file, requires_perf, run_and_forget)
+    NO_TRAMPOLINE, arena_number, arena_paths, env_with, forget_path,
+    map_path, perf_command, read_map_file, requires_perf, run_and_forget,
+    written_since)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
     FORK_SOURCE, PerfTestCase, assert_python_stacks, noexec_tmp_command,
@@ -182,7 +183,7 @@ class TestArenaFile(unittest.TestCase):
 
     def test_file_and_mapping(self):
         proc, pid = self.run_code(SHOW_MAPS, "-X", "perf")
-        paths = arena_paths(pid)
+        paths = arena_paths(pid, self.since)
         self.assertTrue(paths, "no arena file")
         self.check_file(paths[0], pid, [
             f"py::g:<string>", f"py::f:<string>"])
@@ -239,7 +240,7 @@ class TestArenaFile(unittest.TestCase):
             with self.subTest(backend=backend):
                 proc, pids = run_and_forget(self, "-X", backend, script)
                 self.assertEqual(proc.returncode, 0, proc.stderr)
-                paths = arena_paths(pids[0])
+                paths = arena_paths(pids[0], self.since)
                 self.assertTrue(paths, "no arena file")
                 syms = self.check_file(paths[0], pids[0], [
                     f"py::{name}:{script}" for name in expected])
@@ -278,7 +279,7 @@ class TestArenaFile(unittest.TestCase):
 
     def test_perf_jit_also_uses_files(self):
         proc, pid = self.run_code(SHOW_MAPS, "-X", "perf_jit")
-        paths = arena_paths(pid)
+        paths = arena_paths(pid, self.since)
         self.assertTrue(paths, "no arena file")
         syms = self.check_file(paths[0], pid, ["py::f:<string>"])
         # spaced as the jitdump needs, and each slot still its own FDE
@@ -296,7 +297,7 @@ class TestArenaFile(unittest.TestCase):
                 ns[f"f{i}"]()
             """
         proc, pid = self.run_code(code, "-X", "perf")
-        paths = arena_paths(pid)
+        paths = arena_paths(pid, self.since)
         names = {}
         for path in paths:
             names.update(symbols(path))
@@ -321,7 +322,7 @@ class TestArenaFile(unittest.TestCase):
         proc, pids = run_and_forget(self, "-X", "perf", "-c",
                                     textwrap.dedent(code))
         self.assertEqual(proc.returncode, -signal.SIGKILL)
-        paths = arena_paths(pids[0])
+        paths = arena_paths(pids[0], self.since)
         self.assertTrue(paths)
         self.check_file(paths[0], pids[0],
                         ["py::f:<string>", "py::g:<string>"])
@@ -333,13 +334,18 @@ class TestArenaFile(unittest.TestCase):
         self.assertEqual(len(pids), 2, proc.stdout)
         parent, child = pids
         parent_names, child_names = {}, {}
-        for path in arena_paths(parent):
+        for path in arena_paths(parent, self.since):
             parent_names.update(symbols(path))
-        child_paths = arena_paths(child)
+        child_paths = arena_paths(child, self.since)
         for path in child_paths:
             child_names.update(symbols(path))
-        # numbered from 0 under the child's own pid
-        self.assertIn(f"/tmp/py-perf-{child}-0.so", child_paths)
+        # numbered from 0 under the child's own pid: a name below its first
+        # is taken by a file another process left before the test
+        self.assertTrue(child_paths)
+        for n in range(arena_number(child_paths[0])):
+            taken = f"/tmp/py-perf-{child}-{n}.so"
+            self.assertTrue(os.path.exists(taken), taken)
+            self.assertFalse(written_since(taken, self.since), taken)
         self.assertIn("py::in_both:<string>", parent_names)
         self.assertIn("py::in_parent:<string>", parent_names)
         self.assertNotIn("py::in_child:<string>", parent_names)
@@ -526,7 +532,7 @@ class TestArenaFilesUnderPerf(PerfTestCase):
                                  capture_output=True, text=True).stdout
         self.assertIn(f"tmp/py-perf-{pid}-", listing)
         # The files of our process are gone ...
-        files = arena_paths(pid)
+        files = arena_paths(pid, self.since)
         self.assertTrue(files)
         for path in files + [map_path(pid)]:
             os_helper.unlink(path)
@@ -603,7 +609,7 @@ class TestArenaFilesUnderPerf(PerfTestCase):
             return set(re.findall(r" (py::\S+?|\[unknown\])(?:\+0x\w+)? "
                                   r"\((/tmp/[^)]+)\)", text))
 
-        arenas = set(arena_paths(pid))
+        arenas = set(arena_paths(pid, self.since))
         self.assertTrue({(f"py::first:{script}", path) for path in arenas}
                         & recording(1))
         # perf's cache holds a copy of the arena file, not a link to it
@@ -612,12 +618,12 @@ class TestArenaFilesUnderPerf(PerfTestCase):
                   and f"/tmp/py-perf-{pid}-" in d]
         self.assertTrue(copies)
         self.assertNotEqual(os.stat(copies[0]).st_dev,
-                            os.stat(arena_paths(pid)[0]).st_dev)
+                            os.stat(arena_paths(pid, self.since)[0]).st_dev)
         proc.stdin.write("\n")
         proc.stdin.flush()
         self.assertEqual(proc.stdout.readline(), "SECOND\n")
         # (before: "[unknown] (/tmp/py-perf-PID-0.so)")
-        arenas = set(arena_paths(pid))
+        arenas = set(arena_paths(pid, self.since))
         self.assertTrue({("py::second:<string>", path) for path in arenas}
                         & recording(2))
         proc.stdin.write("\n")

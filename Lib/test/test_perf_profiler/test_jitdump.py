@@ -214,7 +214,8 @@ class TestPerfJit(PerfTestCase):
                              capture_output=True, text=True, timeout=300)
         forget_files(self, pid)         # its jitted-PID-*.so
         self.assertEqual(inj.returncode, 0, inj.stderr)
-        self.assertTrue(glob.glob(f"/tmp/jitted-{pid}-*.so"))
+        self.assertTrue([path for path in glob.glob(f"/tmp/jitted-{pid}-*.so")
+                         if written_since(path, self.since)])
         return script, jit, parse_perf_script(self.perf_script(jit))
 
     def test_xoption(self):

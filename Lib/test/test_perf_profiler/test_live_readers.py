@@ -5,7 +5,6 @@ reads the files the same way; here it samples too rarely to be tested:
 nothing for minutes at a time, even in a shell loop.)"""
 
 import os
-import re
 import shutil
 import struct
 import subprocess
@@ -85,8 +84,7 @@ class LiveReaderTests(unittest.TestCase):
         mmap = import_helper.import_module("mmap")
         proc, pid = self.start_namer("-X", "perf")
         self.name_more(proc, 10)
-        path = sorted(arena_paths(pid),
-                      key=lambda p: int(re.search(r"-(\d+)\.so$", p)[1]))[-1]
+        path = arena_paths(pid, self.since)[-1]
         with open(path, "rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         self.addCleanup(data.close)
