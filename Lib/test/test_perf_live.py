@@ -132,7 +132,7 @@ class TargetMixin:
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=env if env is not None else clean_env())
-        self.addCleanup(self._stop, proc)
+        self.forget(proc)
         pid = None
         for line in proc.stdout:
             m = re.match(r"PID (\d+)$", line.strip())
@@ -145,9 +145,13 @@ class TargetMixin:
             self.fail("target did not start: " + proc.stderr.read())
         return proc, pid
 
-    def _stop(self, proc):
-        ph.stop_process(proc)
-        ph.forget_files(self, proc.pid)
+    def forget(self, proc):
+        """Stop the target `proc` after the test and remove its files;
+        returns the list of perf_helper.forget_process for the pids of
+        the processes it forks."""
+        forked = ph.forget_process(self, proc)
+        self.addCleanup(ph.stop_process, proc)
+        return forked
 
     def wait_in_select(self, pid):
         """Wait until the main thread of `pid` (BLOCKED, after READY)
@@ -569,11 +573,10 @@ class TestRequests(TargetMixin, unittest.TestCase):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env())
-        self.addCleanup(self._stop, proc)
+        forked = self.forget(proc)
         master = int(proc.stdout.readline().split()[1])
         workers = [int(w) for w in proc.stdout.readline().split()[1:]]
-        for pid in workers:
-            ph.forget_files(self, pid)
+        forked += workers
         self.assertEqual(proc.stdout.readline(), "READY\n")
         for pid in [master] + workers:
             self.wait_in_select(pid)
@@ -825,13 +828,13 @@ class TestRequests(TargetMixin, unittest.TestCase):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env())
-        self.addCleanup(self._stop, proc)
+        forked = self.forget(proc)
         pids = []
         while len(pids) < 2:
             pids += [int(x) for x in re.findall(r"PID (\d+)",
                                                 proc.stdout.readline())]
         parent, child = pids
-        self.addCleanup(ph.forget_files, self, child)
+        forked.append(child)
         self.addCleanup(lambda: os.kill(child, signal.SIGKILL)
                         if os.path.exists(f"/proc/{child}") else None)
         block = self.block(child)
@@ -872,7 +875,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env())
-        self.addCleanup(self._stop, proc)
+        forked = self.forget(proc)
         parent = int(proc.stdout.readline().split()[1])
         flag = int(proc.stdout.readline().split()[1])
         self.assertEqual(proc.stdout.readline(), "READY\n")
@@ -882,7 +885,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
             t.put("request", pt.REQ_PERF)
             t.mem.write(flag, struct.pack("=i", 1))
         child = int(proc.stdout.readline().split()[1])
-        self.addCleanup(ph.forget_files, self, child)
+        forked.append(child)
         block = self.block(child)
         self.assertEqual(block.pid, child)
         self.assertEqual(block.request, 0)

@@ -204,6 +204,7 @@ class HostileMixin:
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE,
                                 universal_newlines=True, env=ph.env_with())
+        ph.forget_process(self, proc)
         self.addCleanup(ph.stop_process, proc)
         said = {}
         for line in proc.stdout:
@@ -374,7 +375,6 @@ class TestHostileAmongOthers(HostileMixin, unittest.TestCase):
         write_odd_elf(elf_source(), path, "size", 2 ** 62)
         proc, parent, said = self.start([sys.executable, "-I", "-c", PARENT,
                                          self.stock, path, MAPPER])
-        ph.forget_files(self, parent)
         child = said["CHILD"]
         self.assertEqual(pt.children_of(parent), [child])
 

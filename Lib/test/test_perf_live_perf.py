@@ -184,7 +184,7 @@ class TestPerf(TargetMixin, unittest.TestCase):
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env())
-        self.addCleanup(self._stop, proc)
+        forked = self.forget(proc)
         port = workers = None
         for line in proc.stdout:
             words = line.split()
@@ -194,8 +194,7 @@ class TestPerf(TargetMixin, unittest.TestCase):
                 workers = [int(w) for w in words[1:]]
             elif words[0] == "READY":
                 break
-        for w in workers:
-            self.addCleanup(ph.forget_files, self, w)
+        forked += workers
         master = proc.pid
         stop = threading.Event()
 

@@ -669,18 +669,19 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.assertGreater(len(named), 10)
 
     def start_server(self, code):
-        """Start a pre-fork server: (its Popen, its workers' pids)."""
+        """Start a pre-fork server: (its Popen, its workers' pids); the
+        pids of workers it forks later go into self.forked."""
         proc = subprocess.Popen([sys.executable, "-c", code],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
                                 env=clean_env())
-        self.addCleanup(self._stop, proc)
+        self.forked = self.forget(proc)
         workers = []
         for line in proc.stdout:
             words = line.split()
             if words[0] == "WORKER":
                 workers.append(int(words[1]))
-                self.addCleanup(ph.forget_files, self, workers[-1])
+                self.forked.append(workers[-1])
             elif words[0] == "READY":
                 break
         self.assertEqual(len(workers), 2)
@@ -733,7 +734,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         words = proc.stdout.readline().split()
         self.assertEqual(words[0], "WORKER", words)
         new = int(words[1])
-        self.addCleanup(ph.forget_files, self, new)
+        self.forked.append(new)
         self.wait_active(new, 1)        # inherited (after its fork)
         done = self.end_record(rec, err)
         self.assert_recorded(done)

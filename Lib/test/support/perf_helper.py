@@ -13,6 +13,7 @@ import glob
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
@@ -316,14 +317,69 @@ def stop_process(proc):
             pass  # stdin: the pipe's reader has gone
 
 
+def _runs_since(pid, since):
+    """Whether process `pid` runs (is not a zombie) and was started at
+    `since` (a time.time()) or later."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rpartition(")")[2].split()
+        with open("/proc/stat") as f:
+            boot = next(int(line.split()[1]) for line in f
+                        if line.startswith("btime "))
+    except (OSError, StopIteration):
+        return False
+    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+    return fields[0] != "Z" and started >= since - 1
+
+
 def forget_files(test, pid):
     """Remove, after `test`, the files of its process `pid`, which has
     exited (call again after perf inject, for its jitted-PID-*.so):
     /tmp/perf-PID.map, /tmp/jit-PID.dump, /tmp/jitted-PID-*.so,
     /tmp/py-perf-PID-*.so (its arenas), those
     written since the test started (`test.since`, a time.time()) and
-    still unchanged then."""
+    still unchanged then.  (A process that still runs would change them:
+    see forget_process.)"""
+    if _runs_since(pid, test.since):
+        raise AssertionError(f"process {pid} still runs: its files are "
+                             f"not final (forget_process)")
     test.addCleanup(_remove_unchanged, _own_files(_files_of(pid), test.since))
+
+
+def forget_process(test, proc):
+    """Remove, after `test`, the files of `proc`, a Popen of a process
+    that runs the interpreter itself (its pid is the Python's), once it
+    has ended.  Returns a list: the pids of processes it forked, appended
+    to it, are ended after it and their files removed too.  Call it right
+    after starting the process: cleanups run in reverse order, so this
+    one runs after those the test adds later, which may end the process;
+    it ends the process if they did not."""
+    others = []
+
+    def forget():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for pid in others:
+            _end(pid, test.since)
+        # (ended just now: a new process with one of these pids is
+        # unlikely to have written files in between)
+        for pid in [proc.pid, *others]:
+            _remove_unchanged(_own_files(_files_of(pid), test.since))
+    test.addCleanup(forget)
+    return others
+
+
+def _end(pid, since):
+    """Kill process `pid` if it runs (and was started at `since` or later:
+    else it is not ours), and wait up to 10 seconds for it to end."""
+    deadline = time.monotonic() + 10
+    while _runs_since(pid, since) and time.monotonic() < deadline:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
 
 
 def forget_path(test, path):

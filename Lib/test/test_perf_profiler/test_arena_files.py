@@ -21,8 +21,8 @@ from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES,
     NO_TRAMPOLINE, arena_number, arena_paths, env_with, forget_path,
-    map_path, perf_command, read_map_file, requires_perf, run_and_forget,
-    written_since)
+    forget_process, map_path, perf_command, read_map_file, requires_perf,
+    run_and_forget, written_since)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
     FORK_SOURCE, PerfTestCase, assert_python_stacks, noexec_tmp_command,
@@ -586,11 +586,11 @@ class TestArenaFilesUnderPerf(PerfTestCase):
         proc = subprocess.Popen(
             [sys.executable, "-X", "perf", script], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True, env=env_with())
+        forget_process(self, proc)
         self.addCleanup(proc.stdout.close)
         self.addCleanup(proc.wait, timeout=60)
         self.addCleanup(proc.kill)
         pid = int(proc.stdout.readline().split()[1])
-        self.forget_pid(pid)
 
         callgraph = (("-g",) if HAVE_FRAME_POINTERS
                      else ("--call-graph", "dwarf"))

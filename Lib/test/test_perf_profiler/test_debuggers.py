@@ -15,10 +15,9 @@ import tempfile
 import unittest
 
 from test import support
-from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
-    HAVE_TRAMPOLINE, NO_TRAMPOLINE, run_python, forget_files, env_with)
+    HAVE_TRAMPOLINE, NO_TRAMPOLINE, env_with, forget_files, forget_process)
 from ._common import (  # noqa: F401
     noexec_tmp_command, setUpModule, tearDownModule)
 
@@ -146,10 +145,10 @@ class DebuggerTests(unittest.TestCase):
         proc = subprocess.Popen(
             [sys.executable, *options, self.script],
             stdout=subprocess.PIPE, text=True, env=env_with())
+        forget_process(self, proc)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
-        pid = int(proc.stdout.readline().split()[1])
-        forget_files(self, pid)
+        self.assertEqual(proc.stdout.readline().split()[1], str(proc.pid))
         self.assertEqual(proc.stdout.readline().strip(), "READY")
         return proc
 

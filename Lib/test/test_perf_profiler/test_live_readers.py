@@ -16,7 +16,8 @@ import unittest
 
 from test.support import import_helper
 from test.support.perf_helper import (
-    HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with, forget_files)
+    HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with, forget_files,
+    forget_process)
 from ._common import MANY_FUNCTIONS, setUpModule, tearDownModule  # noqa
 
 
@@ -64,10 +65,10 @@ class LiveReaderTests(unittest.TestCase):
         proc = subprocess.Popen([sys.executable, *options, "-c", NAMER],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 text=True, env=env_with())
+        forget_process(self, proc)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.stdin.close)
         pid = int(proc.stdout.readline().split()[1])
-        forget_files(self, pid)
         return proc, pid
 
     def name_more(self, proc, n):
