@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 from unittest import mock
@@ -39,6 +40,7 @@ from test.test_perf_live import (BLOCKED, HAVE_LIVE, NO_LIVE, NOBODY,
 from test.test_perf_profiler._common import assert_python_stacks
 
 import _perf_record
+import _perf_remote
 import perf_trampoline as pt
 
 
@@ -743,6 +745,41 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.assertIn(f"{new}: trampoline off (started during the "
                       f"recording)", done.stderr)
         self.assertFalse(self.end_server(proc))
+
+    def test_child_not_yet_past_fork(self):
+        # A child of fork() shows a copy of its parent's block (naming the
+        # parent's pid) until its fork handler has run: microseconds, which
+        # no test can hit, so the block is made to name another pid by
+        # hand here, and put right 0.3 s later.  record waits for it (up
+        # to REQUEST_TIMEOUT), as for a worker forked during a recording;
+        # a block that stays so is a CopiedBlock, given up after that.
+        proc, pid = self.start(BLOCKED)
+        with pt.Target(pid, write=False) as t:
+            where = t.addr + pt.FIELDS["pid"][0]
+        owner = pt.FIELDS["pid"][1]
+        mem = _perf_remote.Memory(pid)
+        self.addCleanup(mem.close)
+        self.addCleanup(mem.write, where, owner.pack(pid))
+        mem.write(where, owner.pack(os.getpid()))
+        put_right = threading.Timer(0.3, mem.write,
+                                    (where, owner.pack(pid)))
+        put_right.start()
+        self.addCleanup(put_right.join)
+        before = time.monotonic()
+        out = _perf_record._status(pid)
+        self.assertTrue(out.ok, out.text)
+        self.assertGreaterEqual(time.monotonic() - before, 0.25)
+        self.assertEqual(out.snapshot.pid, pid)
+
+        put_right.join()
+        mem.write(where, owner.pack(os.getpid()))
+        before = time.monotonic()
+        out = _perf_record._status(pid)
+        self.assertGreaterEqual(time.monotonic() - before,
+                                _perf_record.REQUEST_TIMEOUT)
+        self.assertFalse(out.ok)
+        self.assertIsInstance(out.error, pt.CopiedBlock)
+        self.assertIn(f"its block names pid {os.getpid()}", out.text)
 
     def test_pid_not_python(self):
         # A process that is no Python: its native frames, with dwarf.
