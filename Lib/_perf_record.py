@@ -1147,8 +1147,13 @@ def _record_pids(perf, args, outputs, signals):
                                 [_command_line(cmd), until],
                                 stop_after=args.duration, capture=True)
     finally:
-        with signals.mode_of("ignore"):
-            _restore(turned_on, targets.known)
+        # Plain stores, with no call before them: the interpreter runs a
+        # signal handler only at calls and backward jumps, so no Stopped
+        # can come between the end of the try and the restore (a
+        # context manager's calls would leave it room).
+        previous, signals.mode = signals.mode, "ignore"
+        _restore(turned_on, targets.known)
+        signals.mode = previous
     if not data_written(data):
         raise RecordError("perf record failed (exit status %d): %s"
                           % (status, _perf_error(err)))
