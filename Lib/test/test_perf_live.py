@@ -499,7 +499,6 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.activate_ok(pid)
         self.activate_ok(pid, backend="perf_jit")
         self.assertEqual(self.block(pid).active, 2)
-        ph.forget_path(self, ph.jit_path(pid))
         self.finish(proc)
         ph.read_jitdump(ph.jit_path(pid), pid)
 
@@ -835,8 +834,6 @@ class TestRequests(TargetMixin, unittest.TestCase):
                                                 proc.stdout.readline())]
         parent, child = pids
         forked.append(child)
-        self.addCleanup(lambda: os.kill(child, signal.SIGKILL)
-                        if os.path.exists(f"/proc/{child}") else None)
         block = self.block(child)
         self.assertEqual(block.pid, child)
         self.assertEqual(block.request, 0)

@@ -134,7 +134,6 @@ class TestPerf(TargetMixin, unittest.TestCase):
         proc, pid = self.start(BUSY)
         samples, times = self.phases(pid, "perf_jit",
                                      ["--call-graph", "dwarf"], inject=True)
-        ph.forget_path(self, ph.jit_path(pid))
         self.finish(proc)
         ph.forget_files(self, pid)
         self.check_phases(samples, times)

@@ -244,7 +244,8 @@ def arena_paths(pid, since):
     or all if `since` is None.  An older file of that pid was another
     process's, and the writer numbers its own files past it."""
     paths = [path for path in glob.glob(f"/tmp/py-perf-{pid}-*.so")
-             if since is None or written_since(path, since)]
+             if re.fullmatch(rf"/tmp/py-perf-{pid}-\d+\.so", path)
+             and (since is None or written_since(path, since))]
     return sorted(paths, key=arena_number)
 
 
@@ -267,7 +268,8 @@ def named_functions(pid, since):
             fields = line.split(None, 7)
             if len(fields) == 8 and fields[3] == "FUNC":
                 names.add(fields[7])
-    if written_since(map_path(pid), since):
+    if (os.path.exists(map_path(pid)) if since is None
+            else written_since(map_path(pid), since)):
         names.update(line.split(" ", 2)[2]
                      for line in read_map_file(map_path(pid), False))
     return names
@@ -317,19 +319,32 @@ def stop_process(proc):
             pass  # stdin: the pipe's reader has gone
 
 
-def _runs_since(pid, since):
-    """Whether process `pid` runs (is not a zombie) and was started at
-    `since` (a time.time()) or later."""
+def _stat(pid):
+    """(state, parent's pid, start time in clock ticks after boot) of
+    process `pid`, from /proc/PID/stat, or None."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             fields = f.read().rpartition(")")[2].split()
-        with open("/proc/stat") as f:
-            boot = next(int(line.split()[1]) for line in f
-                        if line.startswith("btime "))
-    except (OSError, StopIteration):
+        return fields[0], int(fields[1]), int(fields[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _running_descendant(pid):
+    """Whether process `pid` runs (is neither a zombie nor dead) and
+    descends from this one."""
+    st = _stat(pid)
+    if st is None or st[0] in "ZX":
         return False
-    started = boot + int(fields[19]) / os.sysconf("SC_CLK_TCK")
-    return fields[0] != "Z" and started >= since - 1
+    for _ in range(64):
+        if st is None:
+            return False
+        if st[1] == os.getpid():
+            return True
+        if st[1] <= 1:
+            return False
+        st = _stat(st[1])
+    return False
 
 
 def forget_files(test, pid):
@@ -340,44 +355,71 @@ def forget_files(test, pid):
     written since the test started (`test.since`, a time.time()) and
     still unchanged then.  (A process that still runs would change them:
     see forget_process.)"""
-    if _runs_since(pid, test.since):
+    if _running_descendant(pid):
         raise AssertionError(f"process {pid} still runs: its files are "
                              f"not final (forget_process)")
     test.addCleanup(_remove_unchanged, _own_files(_files_of(pid), test.since))
+
+
+class _Forked(list):
+    """The pids of processes a test's process forked, each known by its
+    start time too, so that a pid that has come round again to another
+    process is never killed."""
+
+    def __init__(self):
+        super().__init__()
+        self.started = {}
+
+    def append(self, pid):
+        st = _stat(pid)
+        self.started[pid] = None if st is None else st[2]
+        super().append(pid)
+
+    def extend(self, pids):
+        for pid in pids:
+            self.append(pid)
+
+    def __iadd__(self, pids):
+        self.extend(pids)
+        return self
 
 
 def forget_process(test, proc):
     """Remove, after `test`, the files of `proc`, a Popen of a process
     that runs the interpreter itself (its pid is the Python's), once it
     has ended.  Returns a list: the pids of processes it forked, appended
-    to it, are ended after it and their files removed too.  Call it right
-    after starting the process: cleanups run in reverse order, so this
-    one runs after those the test adds later, which may end the process;
-    it ends the process if they did not."""
-    others = []
+    to it while they run, are ended after it and their files removed
+    too.  Call it right after starting the process: cleanups run in
+    reverse order, so this one runs after those the test adds later,
+    which may end the process; it ends the process if they did not."""
+    forked = _Forked()
 
     def forget():
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        for pid in others:
-            _end(pid, test.since)
+        for pid in forked:
+            _end(pid, forked.started[pid])
         # (ended just now: a new process with one of these pids is
         # unlikely to have written files in between)
-        for pid in [proc.pid, *others]:
+        for pid in [proc.pid, *forked]:
             _remove_unchanged(_own_files(_files_of(pid), test.since))
     test.addCleanup(forget)
-    return others
+    return forked
 
 
-def _end(pid, since):
-    """Kill process `pid` if it runs (and was started at `since` or later:
-    else it is not ours), and wait up to 10 seconds for it to end."""
+def _end(pid, started):
+    """Kill process `pid` if it is still the one that was started at
+    `started` (clock ticks after boot) and runs, and wait up to 10
+    seconds for it to end."""
     deadline = time.monotonic() + 10
-    while _runs_since(pid, since) and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        st = _stat(pid)
+        if st is None or st[0] in "ZX" or st[2] != started:
+            return
         try:
             os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
+        except OSError:
             return
         time.sleep(0.01)
 

@@ -4,6 +4,7 @@ prove nothing."""
 
 import os
 import struct
+import subprocess
 import tempfile
 import time
 import unittest
@@ -102,6 +103,54 @@ class TestCleanup(unittest.TestCase):
         os.utime(path, (old, old))
         seen = perf_helper._own_files([path], self.since)
         self.assertEqual(seen, {})
+
+
+    def test_arena_paths_are_ours_in_order(self):
+        # A pid above pid_max, which no process has: files of our own
+        # numbered 1, 2 and 10, an older one numbered 0 (another
+        # process's), and names that are no arena file's.
+        with open("/proc/sys/kernel/pid_max") as f:
+            pid = int(f.read()) + 17
+        old = time.time() - 3600
+        made = {}
+        for name in ("0", "10", "1", "2", "x", "1-2", "01x"):
+            path = f"/tmp/py-perf-{pid}-{name}.so"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.close(fd)
+            self.addCleanup(os_helper.unlink, path)
+            made[name] = path
+        os.utime(made["0"], (old, old))
+        self.assertEqual(perf_helper.arena_paths(pid, self.since),
+                         [made["1"], made["2"], made["10"]])
+        self.assertEqual(perf_helper.arena_paths(pid, None),
+                         [made["0"], made["1"], made["2"], made["10"]])
+
+    def test_forget_files_refuses_a_running_process(self):
+        # Its files would still change: forget_process() is for those.
+        proc = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        with self.assertRaises(AssertionError):
+            perf_helper.forget_files(self, proc.pid)
+        proc.kill()
+        proc.wait()
+        perf_helper.forget_files(self, proc.pid)
+
+    def test_forked_pid_taken_again_is_not_killed(self):
+        # forget_process() ends the processes listed as forked only if
+        # each is still the process it was when listed.
+        for same in (True, False):
+            with self.subTest(same=same):
+                proc = subprocess.Popen(["sleep", "60"])
+                self.addCleanup(proc.wait)
+                self.addCleanup(proc.kill)
+                forked = perf_helper._Forked()
+                forked.append(proc.pid)
+                if not same:
+                    forked.started[proc.pid] += 1   # another process's
+                perf_helper._end(proc.pid, forked.started[proc.pid])
+                time.sleep(0.1)
+                self.assertEqual(proc.poll() is not None, same)
 
 
 class TestMapReader(unittest.TestCase):
