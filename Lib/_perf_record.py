@@ -1152,8 +1152,10 @@ def _record_pids(perf, args, outputs, signals):
         # can come between the end of the try and the restore (a
         # context manager's calls would leave it room).
         previous, signals.mode = signals.mode, "ignore"
-        _restore(turned_on, targets.known)
-        signals.mode = previous
+        try:
+            _restore(turned_on, targets.known)
+        finally:
+            signals.mode = previous
     if not data_written(data):
         raise RecordError("perf record failed (exit status %d): %s"
                           % (status, _perf_error(err)))
