@@ -35,6 +35,17 @@ MODES_TESTS="test_call test_frame test_scope test_funcattrs test_code
 CPYTHON_TESTS="test_sys test_cmd_line test_embed test_capi test_threading test_subprocess"
 passed=0
 failed=0
+
+# Run the interpreter $1 with the arguments that follow, SIGINT back to its
+# default action: a shell without job control starts its background
+# commands (`make test &`, a nohup'ed CI script) with SIGINT ignored, and
+# a Python started so installs no KeyboardInterrupt handler, so that
+# test_threading's interrupt_main() cases fail (stock 3.11 too).
+python_with_sigint() {
+    "$1" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$@"
+}
 failures=""
 first=""
 
@@ -51,7 +62,7 @@ for py in "$@"; do
         # is run again, verbosely (it shows which failed, and why), and
         # only a second failure counts (test_threading has timing cases).
         case " $CPYTHON_TESTS " in *" $t "*) verbose=-w ;; esac
-        if "$py" -m test $verbose "$t"; then
+        if python_with_sigint "$py" -m test $verbose "$t"; then
             passed=$((passed + 1))
         else
             failed=$((failed + 1))
