@@ -60,7 +60,7 @@ for py in "$@"; do
         [ "$t" = test_perf_profiler ] && verbose=-v
         # CPython's own suites run as its CI runs them: a case that fails
         # is run again, verbosely (it shows which failed, and why), and
-        # only a second failure counts (test_threading has timing cases).
+        # only a second failure counts.
         case " $CPYTHON_TESTS " in *" $t "*) verbose=-w ;; esac
         if python_with_sigint "$py" -m test $verbose "$t"; then
             passed=$((passed + 1))
