@@ -110,6 +110,10 @@ def backend_file():
 def trampoline_file():
     path = backend_file()
     assert sys.is_stack_trampoline_active()
+    # (activating again writes the records that wait in a block: those of
+    # trampolines their arena files name already)
+    sys.activate_stack_trampoline("perf_jit" if path.endswith(".dump")
+                                  else "perf")
     try:
         with open(path, "rb") as f:
             data = f.read()
