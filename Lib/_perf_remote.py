@@ -47,9 +47,9 @@ import sys
 import threading
 import time
 
-__all__ = ["LiveError", "ProcessGone", "NoBlock", "CopiedBlock", "Elf", "Memory", "exists",
-           "symbol_addresses", "ns_pid", "children_of", "printable",
-           "LOOKUP_TIMEOUT"]
+__all__ = ["LiveError", "ProcessGone", "NoBlock", "CopiedBlock", "Elf",
+           "Memory", "exists", "symbol_addresses", "ns_pid", "children_of",
+           "printable", "LOOKUP_TIMEOUT"]
 
 # How long symbol_addresses() waits for the lookup when given no deadline,
 # and the least it waits even past a deadline (a lookup that nothing

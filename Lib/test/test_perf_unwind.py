@@ -26,7 +26,6 @@ jitdump reader and the removal of our processes' files in /tmp are
 test.support.perf_helper's, shared with the other perf test modules.
 """
 
-import glob
 import os
 import re
 import shutil
@@ -138,9 +137,7 @@ def injected_files():
         if inj.returncode != 0:
             raise AssertionError(f"perf inject failed: {inj.stderr[-1000:]}")
         files = {}
-        for path in glob.glob(f"/tmp/jitted-{pid}-*.so"):
-            if not perf_helper.written_since(path, ModuleRuns.since):
-                continue    # another process's, of the same pid
+        for path in perf_helper.jitted_paths(pid, ModuleRuns.since):
             dest = os.path.join(out, os.path.basename(path))
             shutil.copyfile(path, dest)
             files[symbol_of(dest)] = dest

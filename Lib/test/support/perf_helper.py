@@ -180,8 +180,7 @@ def _perf_inject_jit_works():
                                  capture_output=True, timeout=120)
             if inj.returncode != 0:
                 return "perf inject --jit fails here"
-            if not any(written_since(path, since) for path in
-                       glob.glob(f"/tmp/jitted-{pid.group(1)}-*.so")):
+            if not jitted_paths(int(pid.group(1)), since):
                 return "perf inject --jit writes no jitted-*.so here"
         finally:
             if pid is not None:
@@ -254,6 +253,14 @@ def arena_number(path):
     return int(re.search(r"-(\d+)\.so$", path)[1])
 
 
+def jitted_paths(pid, since):
+    """The jitted-PID-*.so files perf inject --jit wrote for process
+    `pid`: those written at `since` or later, or all if `since` is None
+    (an older one was written for another process of that pid)."""
+    return [path for path in glob.glob(f"/tmp/jitted-{pid}-*.so")
+            if since is None or written_since(path, since)]
+
+
 def named_functions(pid, since):
     """The names process `pid` gave its trampolines: the symbols of its
     arena files (named at once) and the lines of its map (which may wait
@@ -277,7 +284,7 @@ def named_functions(pid, since):
 
 def _files_of(pid):
     return [map_path(pid), jit_path(pid),
-            *glob.glob(f"/tmp/jitted-{pid}-*.so"), *arena_paths(pid, None)]
+            *jitted_paths(pid, None), *arena_paths(pid, None)]
 
 
 def _own_files(paths, since):

@@ -2,7 +2,6 @@
 and TestPerfJit: sampling with `perf record -k 1 --call-graph dwarf` and
 `perf inject --jit`."""
 
-import glob
 import os
 import re
 import signal
@@ -16,8 +15,8 @@ from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD,
     JIT_CODE_UNWINDING_INFO, NESTED, NESTED_NAMES, NO_TRAMPOLINE, cfa_table,
-    env_with, expected_cfa_rules, forget_files, jit_path, map_path,
-    parse_perf_script, perf_command, read_jitdump, read_map_file,
+    env_with, expected_cfa_rules, forget_files, jit_path, jitted_paths,
+    map_path, parse_perf_script, perf_command, read_jitdump, read_map_file,
     requires_perf_inject_jit, run_and_forget, script_pid, written_since)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
@@ -214,8 +213,7 @@ class TestPerfJit(PerfTestCase):
                              capture_output=True, text=True, timeout=300)
         forget_files(self, pid)         # its jitted-PID-*.so
         self.assertEqual(inj.returncode, 0, inj.stderr)
-        self.assertTrue([path for path in glob.glob(f"/tmp/jitted-{pid}-*.so")
-                         if written_since(path, self.since)])
+        self.assertTrue(jitted_paths(pid, self.since))
         return script, jit, parse_perf_script(self.perf_script(jit))
 
     def test_xoption(self):
