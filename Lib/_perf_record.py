@@ -66,7 +66,8 @@ says what to do (RecordError; never a traceback):
    and removes what was not written; while perf records they stop the
    recording instead (perf gets SIGINT, on which it ends cleanly, once
    it has made its output: its own handlers are in place then); while
-   the trampoline is turned off again they are ignored, so that a
+   the trampoline is turned off again they are only said ("record:
+   SIGINT: the trampoline is being turned off again first"), so that a
    second Ctrl-C cannot leave it half done.
 
 5. perf record runs with -F HZ, the call-graph mode, and `-e cpu-clock`
@@ -324,7 +325,8 @@ class _Signals(object):
     `mode` "raise": raise Stopped, so that the `finally`s run (the
     trampoline is turned off again, the staging directory removed);
     "perf": only set `stop_requested`, which _run_perf() passes on to
-    perf; "ignore": nothing (while the trampoline is turned off again)."""
+    perf; "ignore": only say so (while the trampoline is turned off
+    again)."""
 
     HANDLED = ("SIGINT", "SIGTERM", "SIGHUP")
 
@@ -349,6 +351,14 @@ class _Signals(object):
             raise Stopped(signum)
         if self.mode == "perf":
             self.stop_requested = True
+        elif self.mode == "ignore":
+            # said, so that the user knows the key was seen; a stderr
+            # that cannot be written must not stop the restore
+            try:
+                note("%s: the trampoline is being turned off again first"
+                     % signal.Signals(signum).name)
+            except (OSError, ValueError):
+                pass
 
     @contextlib.contextmanager
     def mode_of(self, mode):

@@ -9,6 +9,7 @@ The tests with real perf are in test_perf_live_perf, which takes the
 targets and helpers from here.
 """
 
+import contextlib
 import os
 import pwd
 import re
@@ -168,6 +169,33 @@ class TargetMixin:
             time.sleep(0.01)
         self.fail(f"process {pid} does not wait in select(): {wchan!r}")
 
+    @contextlib.contextmanager
+    def woken_when_asked(self, proc, pid, code=pt.REQ_PERF):
+        """Within the block, a thread wakes the target `proc` (BLOCKED)
+        once request `code` is visible in its block: the target serves it
+        then, however long the requester takes to start (a fixed delay
+        may wake it before the request arrives).  The target prints its
+        ACTIVE line after."""
+        asked = threading.Event()
+        done = threading.Event()
+
+        def wake():
+            while not done.is_set():
+                if self.block(pid).request == code:
+                    asked.set()
+                    proc.stdin.write("?\n")
+                    proc.stdin.flush()
+                    return
+                time.sleep(0.01)
+        waker = threading.Thread(target=wake)
+        waker.start()
+        try:
+            yield
+        finally:
+            done.set()
+            waker.join()
+        self.assertTrue(asked.is_set(), f"no request {code} in the block")
+
     def ask_active(self, proc):
         """Whether the target (BUSY or BLOCKED) says it is active."""
         proc.stdin.write("?\n")
@@ -243,10 +271,11 @@ class TestNotTaking(TargetMixin, unittest.TestCase):
         self.assertNotIsInstance(error, pt.CopiedBlock)
 
     def test_not_a_python(self):
+        # (Popen returns once the child has run exec(): no copy of this
+        # interpreter is left to find)
         proc = subprocess.Popen(["sleep", "60"])
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
-        time.sleep(0.2)
         self.check_left_alone(proc, proc.pid)
         self.assertIsNone(proc.poll())
 
@@ -530,17 +559,9 @@ class TestRequests(TargetMixin, unittest.TestCase):
     def test_blocked_then_woken(self):
         # The requester waits; the target wakes up meanwhile.
         proc, pid = self.start(BLOCKED)
-
-        def wake():
-            time.sleep(0.5)
-            proc.stdin.write("?\n")
-            proc.stdin.flush()
-        waker = threading.Thread(target=wake)
-        waker.start()
-        try:
+        self.wait_in_select(pid)
+        with self.woken_when_asked(proc, pid):
             self.activate_ok(pid, "--timeout", 60)
-        finally:
-            waker.join()
         self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
         self.finish(proc)
 
@@ -608,13 +629,10 @@ class TestRequests(TargetMixin, unittest.TestCase):
         out, _, _ = requester("status", pid)
         self.assertIn("(last request had an unknown code)", out.stdout)
         # and it still takes requests
-        proc2 = threading.Thread(target=lambda: (time.sleep(0.3),
-                                                 self.ask_active(proc)))
-        proc2.start()
-        try:
+        self.wait_in_select(pid)
+        with self.woken_when_asked(proc, pid):
             self.activate_ok(pid, "--timeout", 60)
-        finally:
-            proc2.join()
+        self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
         self.finish(proc)
 
     def test_two_requesters(self):

@@ -11,13 +11,11 @@ it also skips this module off Linux.
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
 import threading
-import time
 import unittest
 
 from test.support import perf_helper as ph
@@ -27,26 +25,15 @@ from test.test_perf_live import (BUSY, HAVE_LIVE, NO_LIVE, PRELUDE,
 
 def perf_record(pids, data, *options):
     """Start `perf record` on running `pids`, with monotonic time stamps;
-    returns the Popen once perf has attached."""
-    cmd = ph.perf_command("record", "-F", "499", "-k", "monotonic", *options,
-                          "-o", data, "-p", ",".join(map(str, pids)))
-    rec = subprocess.Popen(cmd, stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    # perf gives no sign of having attached: wait until its output file
-    # has its header, then a little more
-    for _ in range(200):
-        if os.path.exists(data) and os.path.getsize(data) > 0:
-            break
-        time.sleep(0.05)
-    time.sleep(0.3)
-    return rec
+    returns the Popen once perf samples them."""
+    return ph.start_perf_record(
+        ["-F", "499", "-k", "monotonic", *options, "-o", data,
+         "-p", ",".join(map(str, pids))],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def perf_stop(rec):
-    rec.send_signal(signal.SIGINT)
-    out, err = rec.communicate(timeout=120)
-    if rec.returncode not in (0, -signal.SIGINT):
-        raise AssertionError(f"perf record failed: {err[-2000:]}")
+    ph.stop_perf_record(rec)
 
 
 def perf_script(data):
@@ -81,14 +68,16 @@ class TestPerf(TargetMixin, unittest.TestCase):
         requests and acknowledgements."""
         rec = perf_record([pid], self.data, *options)
         try:
-            time.sleep(1)
+            # each phase sampled for half a second of the target's CPU
+            # time (about 250 samples), however loaded the machine is
+            ph.wait_cpu(pid, 0.5)
             out, t_act, t_ack = requester("activate", "--backend", backend,
                                           pid)
             self.assertEqual(out.returncode, 0, out.stderr)
-            time.sleep(1)
+            ph.wait_cpu(pid, 0.5)
             out, t_deact, t_deack = requester("deactivate", pid)
             self.assertEqual(out.returncode, 0, out.stderr)
-            time.sleep(1)
+            ph.wait_cpu(pid, 0.5)
         finally:
             perf_stop(rec)
         data = self.data
@@ -210,9 +199,9 @@ class TestPerf(TargetMixin, unittest.TestCase):
         try:
             rec = perf_record([master, *workers], self.data, "-g")
             try:
-                time.sleep(0.5)
                 out, _, t_ack = requester("activate", "--children", master)
-                time.sleep(1.5)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                ph.wait_cpu(workers, 0.5)
             finally:
                 perf_stop(rec)
         finally:

@@ -27,7 +27,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 import unittest
 from unittest import mock
@@ -508,17 +507,15 @@ class TestRecordPid(RecordTestCase, TargetMixin):
                           f"{snap.request} instead")
             time.sleep(0.01)
 
-    def wait_recording(self):
-        """Wait until perf has made its output, and a moment more: it
-        samples its targets then."""
+    def wait_recording(self, timeout=60):
+        """Wait until perf has made its output: it has opened its events
+        on every target then, and its handlers are in place."""
         staged = os.path.join(self.tmp, ".perf-record-*", "out.data")
-        for _ in range(1000):
-            if glob.glob(staged):
-                break
+        deadline = time.monotonic() + timeout
+        while not glob.glob(staged):
+            if time.monotonic() > deadline:
+                self.fail(f"perf made no output: {os.listdir(self.tmp)}")
             time.sleep(0.01)
-        else:
-            self.fail(f"perf made no output: {os.listdir(self.tmp)}")
-        time.sleep(0.5)
 
     def perf_wrapper_env(self, on_record):
         """record's environment with a `perf` first on PATH that runs the
@@ -545,7 +542,8 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         rec, err = self.start_record("-o", self.name, "--pid", pid)
         err.until("recording until Ctrl-C")
         self.wait_active(pid, 1)       # perf
-        time.sleep(1.5)
+        self.wait_recording()
+        ph.wait_cpu(pid, 1)            # sampled (record's -F 999)
         rec.send_signal(signal.SIGINT)
         done = self.end_record(rec, err)
         self.wait_active(pid, 0)
@@ -592,7 +590,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         proc, pid = self.start(NESTED_TARGET)
         rec, err = self.start_record("-o", self.name, "--pid", pid)
         err.until("recording until Ctrl-C")
-        time.sleep(1)
+        self.wait_recording()
         rec.send_signal(signal.SIGHUP)
         done = self.end_record(rec, err)
         self.assert_recorded(done)
@@ -633,7 +631,8 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.wait_in_select(pid)
         self.wait_request(pid, pt.REQ_DEACTIVATE)
         rec.send_signal(signal.SIGINT)
-        time.sleep(0.2)
+        err.until("record: SIGINT: the trampoline is being turned off "
+                  "again first")
         self.assertFalse(self.ask_active(proc))
         done = self.end_record(rec, err)
         self.assert_recorded(done)
@@ -646,12 +645,15 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         # A process whose trampoline was on before is left on.
         proc, pid = self.start(NESTED_TARGET, "-X", "perf")
         self.assertEqual(self.active(pid), 1)
+        asked = self.block(pid).request_id
         done = self.record("-o", self.name, "--pid", pid, "--duration", "1")
         self.assert_recorded(done)
         self.assertNotIn("turned on", done.stderr)
         self.assertNotIn("off again", done.stderr)
-        time.sleep(0.5)
-        self.assertEqual(self.active(pid), 1)
+        # no request was sent: none is pending, to be served later
+        block = self.block(pid)
+        self.assertEqual((block.request_id, block.request), (asked, 0))
+        self.assertEqual(block.active, 1)
         assert_python_stacks(self, self.samples(pid), "<string>",
                              ph.NESTED_NAMES)
         self.finish(proc)
@@ -661,7 +663,8 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         proc, pid = self.start(NESTED_TARGET)
         rec, err = self.start_record("-o", self.name, "--pid", pid)
         err.until("recording until Ctrl-C")
-        time.sleep(1)
+        self.wait_recording()
+        ph.wait_cpu(pid, 0.5)   # sampled (record's -F 999)
         proc.stdin.close()      # the target ends
         done = self.end_record(rec, err)
         self.assert_recorded(done)
@@ -750,9 +753,10 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         # A child of fork() shows a copy of its parent's block (naming the
         # parent's pid) until its fork handler has run: microseconds, which
         # no test can hit, so the block is made to name another pid by
-        # hand here, and put right 0.3 s later.  record waits for it (up
-        # to REQUEST_TIMEOUT), as for a worker forked during a recording;
-        # a block that stays so is a CopiedBlock, given up after that.
+        # hand here, and put right once record has read it so.  record
+        # waits for it (up to REQUEST_TIMEOUT), as for a worker forked
+        # during a recording; a block that stays so is a CopiedBlock,
+        # given up after that.
         proc, pid = self.start(BLOCKED)
         with pt.Target(pid, write=False) as t:
             where = t.addr + pt.FIELDS["pid"][0]
@@ -761,19 +765,24 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.addCleanup(mem.close)
         self.addCleanup(mem.write, where, owner.pack(pid))
         mem.write(where, owner.pack(os.getpid()))
-        put_right = threading.Timer(0.3, mem.write,
-                                    (where, owner.pack(pid)))
-        before = time.monotonic()
-        put_right.start()
-        self.addCleanup(put_right.join)
-        # (given 5 s rather than 1, for a loaded machine)
-        with mock.patch.object(_perf_record, "REQUEST_TIMEOUT", 5.0):
+        seen = []
+        status = pt.status
+
+        def status_then_put_right(p):
+            out = status(p)
+            seen.append(out)
+            if len(seen) == 1:
+                mem.write(where, owner.pack(pid))
+            return out
+        # (the timeout only bounds the wait: 60 s for a loaded machine)
+        with mock.patch.object(pt, "status", status_then_put_right), \
+                mock.patch.object(_perf_record, "REQUEST_TIMEOUT", 60.0):
             out = _perf_record._status(pid)
         self.assertTrue(out.ok, out.text)
-        self.assertGreaterEqual(time.monotonic() - before, 0.25)
         self.assertEqual(out.snapshot.pid, pid)
+        self.assertIsInstance(seen[0].error, pt.CopiedBlock)
+        self.assertEqual(len(seen), 2)
 
-        put_right.join()
         mem.write(where, owner.pack(os.getpid()))
         before = time.monotonic()
         out = _perf_record._status(pid)

@@ -12,6 +12,7 @@ import functools
 import glob
 import os
 import re
+import select
 import shutil
 import signal
 import struct
@@ -84,6 +85,54 @@ def buildid_dir():
 
 def perf_command(*args):
     return ["perf", "--buildid-dir", buildid_dir(), *args]
+
+
+def start_perf_record(args, **kw):
+    """Start `perf record ARGS` (options and -p, or a command) with its
+    events disabled, then enable them through perf's control descriptors
+    and wait for its acknowledgement: samples are taken from the return
+    on, which no wait for perf's output file can tell.  Returns the Popen
+    (keyword arguments go to it); stop_perf_record() ends it."""
+    ctl_r, ctl_w = os.pipe()
+    ack_r, ack_w = os.pipe()
+    cmd = perf_command("record", "-D", "-1", "--control",
+                       f"fd:{ctl_r},{ack_w}", *args)
+    try:
+        rec = subprocess.Popen(cmd, pass_fds=(ctl_r, ack_w), **kw)
+    except BaseException:
+        for fd in (ctl_r, ctl_w, ack_r, ack_w):
+            os.close(fd)
+        raise
+    os.close(ctl_r)
+    os.close(ack_w)
+    # perf's own ends stay open while it runs: it stops listening to
+    # a control descriptor that hangs up, and perf 6.1 then loses its
+    # way among its poll entries ("pollfd index mismatch") and dies of
+    # the SIGINT that should end it.
+    rec.control_fds = (ctl_w, ack_r)
+    os.write(ctl_w, b"enable\n")
+    ready = select.select([ack_r], [], [], 120)[0]
+    ack = os.read(ack_r, 100) if ready else b""
+    if not ack.startswith(b"ack"):
+        stop_perf_record(rec, signal.SIGKILL)
+        raise AssertionError(f"perf record did not enable its events: "
+                             f"{ack!r}")
+    return rec
+
+
+def stop_perf_record(rec, signum=signal.SIGINT, timeout=120):
+    """End a start_perf_record() with `signum`: (stdout, stderr).  perf
+    ends cleanly on SIGINT; AssertionError when it failed."""
+    try:
+        rec.send_signal(signum)
+        out, err = rec.communicate(timeout=timeout)
+    finally:
+        for fd in rec.control_fds:
+            os.close(fd)
+        rec.control_fds = ()
+    if signum == signal.SIGINT and rec.returncode not in (0, -signum):
+        raise AssertionError(f"perf record failed: {err[-2000:]}")
+    return out, err
 
 
 # A native program that keeps a CPU busy for a fraction of a second: the
@@ -326,15 +375,58 @@ def stop_process(proc):
             pass  # stdin: the pipe's reader has gone
 
 
+def _stat_fields(pid):
+    """The fields of /proc/PID/stat after the command's name (the first
+    is the state, field 3 of proc(5)), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rpartition(")")[2].split()
+    except OSError:
+        return None
+
+
 def _stat(pid):
     """(state, parent's pid, start time in clock ticks after boot) of
     process `pid`, from /proc/PID/stat, or None."""
+    fields = _stat_fields(pid)
     try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rpartition(")")[2].split()
         return fields[0], int(fields[1]), int(fields[19])
-    except (OSError, IndexError, ValueError):
+    except (TypeError, IndexError, ValueError):
         return None
+
+
+def cpu_time(pid):
+    """The CPU time process `pid` has used, user and system, all its
+    threads, in seconds; None once it has gone."""
+    fields = _stat_fields(pid)
+    try:
+        ticks = int(fields[11]) + int(fields[12])
+    except (TypeError, IndexError, ValueError):
+        return None
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def wait_cpu(pids, seconds, timeout=120):
+    """Wait until each of `pids` (a pid or a list) has run on a CPU for
+    `seconds` more: what a cpu-clock sampler sees of a process, whatever
+    the machine's load, where a sleep of the same length may give it no
+    CPU at all.  AssertionError when one ends first or after `timeout`."""
+    if isinstance(pids, int):
+        pids = [pids]
+    start = {pid: cpu_time(pid) for pid in pids}
+    deadline = time.monotonic() + timeout
+    for pid in pids:
+        while True:
+            now = cpu_time(pid)
+            if now is None or start[pid] is None:
+                raise AssertionError(f"process {pid} has ended")
+            if now - start[pid] >= seconds:
+                break
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"process {pid} ran {now - start[pid]:.2f} s of "
+                    f"{seconds} s on a CPU in {timeout} s")
+            time.sleep(0.01)
 
 
 def _running_descendant(pid):

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import textwrap
 import unittest
 
 from test import support
@@ -79,15 +80,21 @@ def ptrace_problem():
     return _problem[0]
 
 
+# A frame's function: a trampoline's name, which has a space in it
+# ("py::f3 (/x/nest.py:3)"), or a native one, which ends where its
+# arguments start (gdb puts a space before them, lldb does not when the
+# frame is not inlined: "python`Py_BytesMain(argc=<unavailable>, ...)").
+_FUNCTION = r"(py::\S+ \([^()]*\)|[^\s(]+)"
+
+
 def frame_names(text):
-    """The function of each frame of a gdb or lldb backtrace, in order.
-    A trampoline's name has a space in it: "py::f3 (/x/nest.py:3)"."""
+    """The function of each frame of a gdb or lldb backtrace, in order."""
     names = []
     for line in text.splitlines():
-        m = (re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?"
-                      r"(py::\S+ \([^()]*\)|\S+) ", line)
-             or re.match(r"\s*\*?\s*frame #\d+: 0x[0-9a-f]+ \S+`"
-                         r"(py::\S+ \([^()]*\)|\S+)", line))
+        m = (re.match(r"#\d+\s+(?:0x[0-9a-f]+ in )?" + _FUNCTION + " ",
+                      line)
+             or re.match(r"\s*\*?\s*frame #\d+: 0x[0-9a-f]+ [^\s`]+`"
+                         + _FUNCTION, line))
         if m:
             names.append(m.group(1))
     return names
@@ -99,6 +106,54 @@ def eu_stack_frames(out):
     return "\n".join(
         re.sub(r"^#(\d+)\s+0x[0-9a-f]+\s+(\S+).*", r"#\1 0x0 in \2 ", line)
         for line in first.splitlines())
+
+
+class FrameNamesTests(unittest.TestCase):
+    """frame_names() reads every form of frame line the debuggers print
+    (the lines below are theirs, addresses and arguments shortened): a
+    misread line turns into a failure on one build shape only, where
+    frames are inlined or not (a PGO+LTO build printed the arguments of
+    Py_BytesMain right after its name in lldb)."""
+
+    def test_gdb(self):
+        text = textwrap.dedent("""\
+            #0  __GI___clock_nanosleep (clock_id=clock_id@entry=1, rem=0x0) at clock_nanosleep.c:71
+            #1  0x0000563ab397299a in pysleep (timeout=<optimized out>) at timemodule.c:2162
+            #2  time_sleep (self=<optimized out>) at timemodule.c:383
+            #7  0x00007f1fed2261e6 in py::f3 (/tmp/nest.py:2) ()
+            #8  0x0000563ab38de8d3 in call_trampoline (tramp=0x7f1fed2261e0 <py::f3 (/tmp/nest.py:2)>) at perf_trampoline.c:686
+            #22 0x00007f1fed2261b6 in py::<module> (/tmp/nest.py:1) ()
+            #30 0x0000563ab38f3b75 in Py_BytesMain (argc=<optimized out>, argv=<optimized out>) at main.c:734
+            #31 0x00007f1fed4f624a in __libc_start_call_main (main=main@entry=0x5555 <main>, argc=argc@entry=2) at libc_start_call_main.h:58
+            #32 0x00007f1fed4f6305 in __libc_start_main_impl (main=0x5555 <main>) at libc-start.c:360
+            #33 0x0000555555555095 in _start ()
+            #34 0x00007f1fed2261b6 in ?? ()
+            """)
+        self.assertEqual(frame_names(text), [
+            "__GI___clock_nanosleep", "pysleep", "time_sleep",
+            "py::f3 (/tmp/nest.py:2)", "call_trampoline",
+            "py::<module> (/tmp/nest.py:1)", "Py_BytesMain",
+            "__libc_start_call_main", "__libc_start_main_impl", "_start",
+            "??"])
+
+    def test_lldb(self):
+        text = textwrap.dedent("""\
+            * thread #1, name = 'python', stop reason = signal SIGSTOP
+              * frame #0: 0x00007f1fed5ca503 libc.so.6`__GI___clock_nanosleep(clock_id=1, flags=1) at clock_nanosleep.c:71:10
+                frame #1: 0x0000563ab397299a python`time_sleep at timemodule.c:2162:15
+                frame #6: 0x00007f1fed2261e6 JIT(0x7f1fed21b000)`py::f3 (/tmp/nest.py:2) + 6
+                frame #7: 0x0000563ab38de8d3 python`eval_frame_new_code [inlined] call_trampoline(throwflag=<unavailable>) at perf_trampoline.c:686:21
+                frame #18: 0x00007f1fed2261b6 JIT(0x7f1fed21b000)`py::<module> (/tmp/nest.py:1) + 6
+                frame #24: 0x0000563ab38f1e11 python`Py_BytesMain(argc=<unavailable>, argv=<unavailable>) at main.c:734:12
+                frame #25: 0x00007f1fed4f624a libc.so.6`__libc_start_call_main(main=(python`main at python.c:15), argc=2) at libc_start_call_main.h:58:16
+                frame #26: 0x00007f1fed4f6305 libc.so.6`__libc_start_main_impl at libc-start.c:360:3
+                frame #27: 0x0000555555555095 python`_start + 37
+            """)
+        self.assertEqual(frame_names(text), [
+            "__GI___clock_nanosleep", "time_sleep",
+            "py::f3 (/tmp/nest.py:2)", "eval_frame_new_code",
+            "py::<module> (/tmp/nest.py:1)", "Py_BytesMain",
+            "__libc_start_call_main", "__libc_start_main_impl", "_start"])
 
 
 @unittest.skipIf(not HAVE_TRAMPOLINE, NO_TRAMPOLINE)

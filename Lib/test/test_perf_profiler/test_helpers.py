@@ -3,6 +3,7 @@ reject what is wrong and remove only our own files, or the other tests
 prove nothing."""
 
 import os
+import signal
 import struct
 import subprocess
 import tempfile
@@ -149,8 +150,10 @@ class TestCleanup(unittest.TestCase):
                 if not same:
                     forked.started[proc.pid] += 1   # another process's
                 perf_helper._end(proc.pid, forked.started[proc.pid])
-                time.sleep(0.1)
-                self.assertEqual(proc.poll() is not None, same)
+                # a SIGKILL that _end() sent comes before this SIGTERM
+                proc.terminate()
+                self.assertEqual(proc.wait(timeout=60),
+                                 -signal.SIGKILL if same else -signal.SIGTERM)
 
 
 class TestMapReader(unittest.TestCase):
