@@ -1083,8 +1083,13 @@ def _perf_record_cmd(perf, args, interpreters, others, data):
     mode, notes = _call_graph(args, interpreters, others)
     for text in notes:
         note(text)
+    # --buildid-all: perf keeps in its build-id cache only the files that
+    # hold a sample's own address, and a trampoline is never the innermost
+    # frame; with it the arena files are kept too, and the recording is
+    # still named once /tmp has lost them (clean, a reboot, a container
+    # that ended, `perf archive` to another machine).
     return ([perf, "record", "-F", str(args.freq)] + _event_options(perf)
-            + CALL_GRAPH_OPTIONS[mode] + ["-o", data])
+            + CALL_GRAPH_OPTIONS[mode] + ["--buildid-all", "-o", data])
 
 
 def _command_line(cmd):

@@ -171,8 +171,8 @@ def record_command(*args, prefix=(), slow_ack=False):
 
 def record_env(**extra):
     """The environment of record: PYTHON* cleared, and perf's build-id
-    cache in the tests' own directory."""
-    return clean_env(PERF_BUILDID_DIR=ph.buildid_dir(), **extra)
+    cache in the tests' own directory (a HOME whose .debug it is)."""
+    return clean_env(HOME=ph.buildid_home(), **extra)
 
 
 class Lines:
@@ -336,6 +336,31 @@ class TestRecordCommand(RecordTestCase):
                       f"call graph {mode}", proc.stderr)
         assert_python_stacks(self, self.samples(pid), script,
                              ph.NESTED_NAMES)
+
+    def test_names_outlive_the_files(self):
+        # The recording names the Python functions after the process's
+        # files have left /tmp: perf's build-id cache (the tests' own
+        # directory here) keeps the arena files, although no sample's own
+        # address is in one.
+        script = make_script(self.tmp, "nested", NESTED_SECOND)
+        proc = self.record("-o", self.name, "--", sys.executable, script)
+        pid = ph.script_pid(proc.stdout)
+        ph.forget_files(self, pid)
+        self.assert_recorded(proc)
+        files = ph.arena_paths(pid, self.since)
+        self.assertTrue(files, "no arena file")
+        if ph.written_since(ph.map_path(pid), self.since):
+            files.append(ph.map_path(pid))
+        for path in files:      # (the process has ended)
+            os.unlink(path)
+        report = subprocess.run(
+            ph.perf_command("report", "-i", self.name + ".data", "--stdio",
+                            "--children", "-g", "none", "--sort", "sym"),
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(report.returncode, 0, report.stderr[-2000:])
+        for name in ph.NESTED_NAMES:
+            self.assertIn(f"py::{name}:{script}", report.stdout,
+                          report.stdout[:3000])
 
     def test_command_not_python(self):
         # A shell that runs a Python: not asked, recorded with dwarf; the

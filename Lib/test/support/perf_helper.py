@@ -72,15 +72,23 @@ def env_with(**extra):
 # perf copies every binary a run involves into its build-id cache
 # (~/.debug), the jitted-*.so files of `perf inject --jit` included: the
 # tests' perf runs get a cache of their own, made on first use and removed
-# by teardown_module().
-_buildid_dir = None
+# by teardown_module().  It is the .debug of a home of its own: a perf that
+# a test does not start itself (record's) is given that home, since perf
+# takes its cache from --buildid-dir, the configuration or $HOME only.
+_buildid_home = None
+
+
+def buildid_home():
+    """A HOME whose .debug is buildid_dir()."""
+    global _buildid_home
+    if _buildid_home is None:
+        _buildid_home = tempfile.mkdtemp(prefix="test_perf_buildid_")
+        os.mkdir(os.path.join(_buildid_home, ".debug"))
+    return _buildid_home
 
 
 def buildid_dir():
-    global _buildid_dir
-    if _buildid_dir is None:
-        _buildid_dir = tempfile.mkdtemp(prefix="test_perf_buildid_")
-    return _buildid_dir
+    return os.path.join(buildid_home(), ".debug")
 
 
 def perf_command(*args):
@@ -597,10 +605,10 @@ def setup_module():
 
 def teardown_module():
     """Remove the build-id cache of the module's perf runs."""
-    global _buildid_dir
-    if _buildid_dir is not None:
-        shutil.rmtree(_buildid_dir, ignore_errors=True)
-        _buildid_dir = None
+    global _buildid_home
+    if _buildid_home is not None:
+        shutil.rmtree(_buildid_home, ignore_errors=True)
+        _buildid_home = None
 
 
 def _skip_if(problem):
