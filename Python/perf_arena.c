@@ -31,6 +31,11 @@
  * thousands of functions.  Handing out a slot of a file arena writes its
  * symbol.
  *
+ * Arenas are never unmapped: besides the list (newest first, which the
+ * walks over every slot follow), an array sorted by address finds the
+ * arena of a trampoline in O(log n) steps, for every code object's death
+ * among them, however many arenas a long-running process has made.
+ *
  * This file calls only the arena files (Python/perf_elf.c) and the symbol
  * names (Python/perf_names.c, to forget a dead code object's).
  */
@@ -49,6 +54,79 @@
 #define FILE_ARENA_MAX_SIZE (256 * 1024)
 
 _PyPerfArena *_PyPerf_arenas;
+
+/* Every arena, sorted by start address. */
+static struct {
+    _PyPerfArena **items;
+    size_t n;
+    size_t cap;
+} by_addr;
+
+/* Room in by_addr for one more arena; 0, or -1 and errno. */
+static int
+by_addr_reserve(void)
+{
+    if (by_addr.n < by_addr.cap) {
+        return 0;
+    }
+    size_t cap = by_addr.cap ? by_addr.cap * 2 : 16;
+    _PyPerfArena **items = PyMem_RawRealloc(by_addr.items,
+                                            cap * sizeof(*items));
+    if (items == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    by_addr.items = items;
+    by_addr.cap = cap;
+    return 0;
+}
+
+/* The index of the first arena in by_addr that starts above `p`. */
+static size_t
+by_addr_above(const char *p)
+{
+    size_t lo = 0, hi = by_addr.n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (by_addr.items[mid]->start <= p) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* Add `a` (after by_addr_reserve()). */
+static void
+by_addr_insert(_PyPerfArena *a)
+{
+    size_t i = by_addr_above(a->start);
+    memmove(&by_addr.items[i + 1], &by_addr.items[i],
+            (by_addr.n - i) * sizeof(by_addr.items[0]));
+    by_addr.items[i] = a;
+    by_addr.n++;
+}
+
+/* The arena whose memory holds `p`, or NULL.  The newest first: most code
+   objects die young. */
+static _PyPerfArena *
+arena_of(const char *p)
+{
+    _PyPerfArena *newest = _PyPerf_arenas;
+    if (newest != NULL && p >= newest->start
+        && p < newest->start + newest->size)
+    {
+        return newest;
+    }
+    size_t i = by_addr_above(p);
+    if (i == 0) {
+        return NULL;
+    }
+    _PyPerfArena *a = by_addr.items[i - 1];
+    return p < a->start + a->size ? a : NULL;
+}
 
 /* Arena files: whether they are used, and the failure that turned them
    off, until the core takes it. */
@@ -115,6 +193,11 @@ arena_new(size_t slot_size)
     }
     size_t nslots = size / slot_size;
     size_t info_size = nslots * sizeof(_PyPerfSlot);
+    /* (first: an arena that could not be found would keep the code
+       objects of its slots after their death) */
+    if (by_addr_reserve() < 0) {
+        return NULL;
+    }
     _PyPerfArena *a = PyMem_RawCalloc(1, sizeof(_PyPerfArena));
     if (a == NULL) {
         errno = ENOMEM;
@@ -164,6 +247,7 @@ arena_new(size_t slot_size)
         a->prev->elf = NULL;
     }
     _PyPerf_arenas = a;
+    by_addr_insert(a);
     return a;
 fail:;
     int saved = errno;
@@ -175,25 +259,19 @@ fail:;
 _PyPerfSlot *
 _PyPerfSlot_Of(const char *tramp)
 {
-    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
-        if (tramp >= a->start
-            && tramp < a->start + a->nslots * a->slot_size)
-        {
-            return &a->info[(size_t)(tramp - a->start) / a->slot_size];
-        }
+    _PyPerfArena *a = arena_of(tramp);
+    if (a == NULL) {
+        return NULL;
     }
-    return NULL;
+    size_t i = (size_t)(tramp - a->start) / a->slot_size;
+    return i < a->nslots ? &a->info[i] : NULL;
 }
 
 int
 _PyPerfSlot_InFile(const char *tramp)
 {
-    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
-        if (tramp >= a->start && tramp < a->start + a->size) {
-            return a->in_file;
-        }
-    }
-    return 0;
+    _PyPerfArena *a = arena_of(tramp);
+    return a != NULL && a->in_file;
 }
 
 /* co_extra free function: the code object is going away. */
@@ -212,20 +290,18 @@ _PyPerfArena_ForgetCode(void *tramp)
 _PyPerfSlot *
 _PyPerfSlot_Find(const char *tramp, PyCodeObject *code, size_t slot_size)
 {
-    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
-        if (tramp < a->start || tramp >= a->start + a->size) {
-            continue;
-        }
-        size_t offset = (size_t)(tramp - a->start);
-        size_t i = offset / a->slot_size;
-        if (offset % a->slot_size != 0 || i >= a->nused
-            || a->info[i].code != code || a->slot_size < slot_size)
-        {
-            return NULL;
-        }
-        return &a->info[i];
+    _PyPerfArena *a = arena_of(tramp);
+    if (a == NULL) {
+        return NULL;
     }
-    return NULL;
+    size_t offset = (size_t)(tramp - a->start);
+    size_t i = offset / a->slot_size;
+    if (offset % a->slot_size != 0 || i >= a->nused
+        || a->info[i].code != code || a->slot_size < slot_size)
+    {
+        return NULL;
+    }
+    return &a->info[i];
 }
 
 char *

@@ -310,6 +310,46 @@ class TestArenaFile(unittest.TestCase):
         self.assertIn("py::f4999:<string>", mapped)
         self.assertGreaterEqual(len(mapped), 5000)
 
+    def test_deaths_after_many_arenas(self):
+        # Code objects made before a dozen arenas die after them: each
+        # death finds its slot among the arenas (a slot that kept a dead
+        # code object would be described again, from freed memory, when
+        # another backend is activated), and that backend describes the
+        # live ones.
+        code = """
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            def template():
+                return 1
+            def new(name):
+                code = template.__code__.replace(co_name=name,
+                                                 co_qualname=name)
+                return type(template)(code, {})
+            old = [new(f"old{i}") for i in range(300)]
+            for f in old:
+                f()
+            alive = []
+            for i in range(30000):
+                f = new(f"churn{i}")
+                f()
+                alive.append(f)
+                if len(alive) > 100:
+                    del alive[:50]
+            keep = old[::2]
+            del old, alive, f
+            sys.activate_stack_trampoline("perf")
+            for f in keep:
+                f()
+            """
+        proc, pid = self.run_code(code, "-X", "perf_jit")
+        self.assertGreaterEqual(len(arena_paths(pid, self.since)), 10)
+        named = {line.split(" ", 2)[2]
+                 for line in read_map_file(map_path(pid))}
+        old = {n for n in named if n.startswith("py::old")}
+        self.assertEqual(old, {f"py::old{i}:<string>"
+                               for i in range(0, 300, 2)})
+        self.assertFalse([n for n in named if n.startswith("py::churn")])
+
     def test_killed_process_leaves_readable_file(self):
         code = """
             import os, signal
