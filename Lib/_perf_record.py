@@ -352,12 +352,15 @@ class _Signals(object):
         if self.mode == "perf":
             self.stop_requested = True
         elif self.mode == "ignore":
-            # said, so that the user knows the key was seen; a stderr
-            # that cannot be written must not stop the restore
+            # Said, so that the user knows the key was seen, in one
+            # write(): the handler may run while the restore's own note()
+            # holds sys.stderr's buffer (a print() would raise then), and
+            # a stderr that cannot be written must not stop the restore.
+            text = ("record: %s: the trampoline is being turned off again "
+                    "first\n" % signal.Signals(signum).name)
             try:
-                note("%s: the trampoline is being turned off again first"
-                     % signal.Signals(signum).name)
-            except (OSError, ValueError):
+                os.write(2, text.encode())
+            except OSError:
                 pass
 
     @contextlib.contextmanager

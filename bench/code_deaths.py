@@ -45,8 +45,9 @@ for i in range(made):
     if len(alive) > 100:
         del alive[:50]
 del alive
-arenas = sum(1 for line in open("/proc/self/maps") if "r-xp" in line
-             and ("py-perf-" in line or line.split()[-1] == "r-xp"))
+# (neighbouring anonymous arenas may share one mapping)
+arenas = sum(1 for line in open("/proc/self/maps") if " r-xp " in line
+             and ("py-perf-" in line or len(line.split()) == 5))
 kept.clear()
 print("ARENAS", arenas, flush=True)
 """
@@ -74,9 +75,10 @@ def measure(python, made, kept):
              f"--callgrind-out-file={out}", python, "-X", "perf_jit",
              "-c", SCRIPT, str(made), str(kept)],
             capture_output=True, text=True, env=env())
-        pid = int(re.search(r"^PID (\d+)", proc.stdout, re.M).group(1))
-        remove_files(pid)
-        if proc.returncode != 0:
+        m = re.search(r"^PID (\d+)", proc.stdout, re.M)
+        if m is not None:
+            remove_files(int(m.group(1)))
+        if m is None or proc.returncode != 0:
             raise SystemExit(proc.stderr[-2000:])
         arenas = int(re.search(r"^ARENAS (\d+)", proc.stdout,
                                re.M).group(1))

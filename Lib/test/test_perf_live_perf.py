@@ -32,10 +32,6 @@ def perf_record(pids, data, *options):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def perf_stop(rec):
-    ph.stop_perf_record(rec)
-
-
 def perf_script(data):
     script = subprocess.run(ph.perf_command("script", "-i", data),
                             capture_output=True, text=True, timeout=300)
@@ -79,7 +75,7 @@ class TestPerf(TargetMixin, unittest.TestCase):
             self.assertEqual(out.returncode, 0, out.stderr)
             ph.wait_cpu(pid, 0.5)
         finally:
-            perf_stop(rec)
+            ph.stop_perf_record(rec)
         data = self.data
         if inject:
             data = self.data + ".jit"
@@ -203,7 +199,7 @@ class TestPerf(TargetMixin, unittest.TestCase):
                 self.assertEqual(out.returncode, 0, out.stderr)
                 ph.wait_cpu(workers, 0.5)
             finally:
-                perf_stop(rec)
+                ph.stop_perf_record(rec)
         finally:
             stop.set()
             for c in clients:

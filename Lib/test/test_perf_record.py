@@ -532,14 +532,29 @@ class TestRecordPid(RecordTestCase, TargetMixin):
                           f"{snap.request} instead")
             time.sleep(0.01)
 
-    def wait_recording(self, timeout=60):
-        """Wait until perf has made its output: it has opened its events
-        on every target then, and its handlers are in place."""
+    def wait_recording(self, rec, timeout=60):
+        """Wait until the perf that record `rec` runs records: it has
+        written the header of its output (its events are open, its
+        handlers in place), read its targets' mappings, turned its events
+        on, and waits in poll() for samples.  (A target gone before the
+        mappings are read fails perf.)"""
         staged = os.path.join(self.tmp, ".perf-record-*", "out.data")
         deadline = time.monotonic() + timeout
-        while not glob.glob(staged):
+        while True:
+            perf = pt.children_of(rec.pid)
+            wchan = ""
+            if perf and [p for p in glob.glob(staged)
+                         if os.path.getsize(p) > 0]:
+                try:
+                    with open(f"/proc/{perf[0]}/wchan") as f:
+                        wchan = f.read()
+                except OSError:
+                    pass
+            if "poll" in wchan:
+                return
             if time.monotonic() > deadline:
-                self.fail(f"perf made no output: {os.listdir(self.tmp)}")
+                self.fail(f"perf does not record: {perf} {wchan!r} "
+                          f"{os.listdir(self.tmp)}")
             time.sleep(0.01)
 
     def perf_wrapper_env(self, on_record):
@@ -567,7 +582,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         rec, err = self.start_record("-o", self.name, "--pid", pid)
         err.until("recording until Ctrl-C")
         self.wait_active(pid, 1)       # perf
-        self.wait_recording()
+        self.wait_recording(rec)
         ph.wait_cpu(pid, 1)            # sampled (record's -F 999)
         rec.send_signal(signal.SIGINT)
         done = self.end_record(rec, err)
@@ -615,7 +630,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         proc, pid = self.start(NESTED_TARGET)
         rec, err = self.start_record("-o", self.name, "--pid", pid)
         err.until("recording until Ctrl-C")
-        self.wait_recording()
+        self.wait_recording(rec)
         rec.send_signal(signal.SIGHUP)
         done = self.end_record(rec, err)
         self.assert_recorded(done)
@@ -688,8 +703,8 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         proc, pid = self.start(NESTED_TARGET)
         rec, err = self.start_record("-o", self.name, "--pid", pid)
         err.until("recording until Ctrl-C")
-        self.wait_recording()
-        ph.wait_cpu(pid, 0.5)   # sampled (record's -F 999)
+        self.wait_recording(rec)
+        ph.wait_cpu(pid, 1)     # sampled (record's -F 999)
         proc.stdin.close()      # the target ends
         done = self.end_record(rec, err)
         self.assert_recorded(done)
@@ -757,7 +772,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         rec, err = self.start_record("-o", self.name, "--pid", proc.pid,
                                      "--children", "--duration", "4")
         err.until("recording for 4 s")
-        self.wait_recording()       # (a worker gone before fails perf)
+        self.wait_recording(rec)
         self.wait_active(proc.pid, 1)
         proc.stdin.write("recycle\n")
         proc.stdin.flush()

@@ -96,7 +96,7 @@ def perf_command(*args):
 
 
 def start_perf_record(args, **kw):
-    """Start `perf record ARGS` (options and -p, or a command) with its
+    """Start `perf record ARGS` (options and -p PIDS) with its
     events disabled, then enable them through perf's control descriptors
     and wait for its acknowledgement: samples are taken from the return
     on, which no wait for perf's output file can tell.  Returns the Popen
@@ -118,13 +118,16 @@ def start_perf_record(args, **kw):
     # way among its poll entries ("pollfd index mismatch") and dies of
     # the SIGINT that should end it.
     rec.control_fds = (ctl_w, ack_r)
-    os.write(ctl_w, b"enable\n")
-    ready = select.select([ack_r], [], [], 120)[0]
-    ack = os.read(ack_r, 100) if ready else b""
+    try:
+        os.write(ctl_w, b"enable\n")
+        ready = select.select([ack_r], [], [], 120)[0]
+        ack = os.read(ack_r, 100) if ready else b""
+    except OSError as exc:        # perf has gone
+        ack = repr(exc).encode()
     if not ack.startswith(b"ack"):
-        stop_perf_record(rec, signal.SIGKILL)
-        raise AssertionError(f"perf record did not enable its events: "
-                             f"{ack!r}")
+        _, err = stop_perf_record(rec, signal.SIGKILL)
+        raise AssertionError(f"perf record did not enable its events "
+                             f"({ack!r}): {(err or '')[-2000:]}")
     return rec
 
 
@@ -133,13 +136,18 @@ def stop_perf_record(rec, signum=signal.SIGINT, timeout=120):
     ends cleanly on SIGINT; AssertionError when it failed."""
     try:
         rec.send_signal(signum)
-        out, err = rec.communicate(timeout=timeout)
+        try:
+            out, err = rec.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            rec.kill()
+            rec.communicate()
+            raise
     finally:
         for fd in rec.control_fds:
             os.close(fd)
         rec.control_fds = ()
     if signum == signal.SIGINT and rec.returncode not in (0, -signum):
-        raise AssertionError(f"perf record failed: {err[-2000:]}")
+        raise AssertionError(f"perf record failed: {(err or '')[-2000:]}")
     return out, err
 
 
@@ -405,9 +413,11 @@ def _stat(pid):
 
 def cpu_time(pid):
     """The CPU time process `pid` has used, user and system, all its
-    threads, in seconds; None once it has gone."""
+    threads, in seconds; None once it has ended (a zombie too)."""
     fields = _stat_fields(pid)
     try:
+        if fields[0] in "ZX":
+            return None
         ticks = int(fields[11]) + int(fields[12])
     except (TypeError, IndexError, ValueError):
         return None

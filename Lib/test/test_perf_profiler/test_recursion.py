@@ -157,9 +157,10 @@ class TestDeepRecursion(PerfTestCase):
             syms = [sym for sym, _ in sample]
             top = syms.index(name)
             # (A sample taken while a leaf function has no frame record,
-            # on its first or last instruction, or a libc system call
-            # wrapper with the kernel's frames over it, loses the leaf's
-            # caller: with LTO, the evaluator itself calls munmap() as it
+            # on its first or last instruction, loses the leaf's caller;
+            # so does one in a leaf that entered the kernel, whose frames
+            # are then over it: a libc system call wrapper, such as the
+            # munmap() that the evaluator itself calls with LTO as it
             # frees the stack chunks of the recursion.)
             user = [sym for sym, dso in sample[:top]
                     if not dso.startswith("[kernel")]
