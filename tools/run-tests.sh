@@ -94,6 +94,14 @@ for py in "$@"; do
 done
 
 echo
+for f in $failures; do
+    case $f in
+    *:suite-modes)
+        echo "${f%:suite-modes}: suite-modes:"
+        sed 's/^/    /' "$(dirname "${f%:suite-modes}")/suite-modes/problems.txt" \
+            2>/dev/null ;;
+    esac
+done
 [ "$failed" -eq 0 ] || echo "failed:$failures"
 echo "test modules: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -31,6 +31,12 @@ them.  A run with the feature on must have written files of its backend
 from at least two processes (regrtest's workers are child processes):
 otherwise the variable did not reach them, and that is a failure.
 
+A test module that fails in a mode is run again, alone, in the same
+mode, as CPython's own CI does: a test that depends on timing may fail on
+a loaded machine in any mode.  The second run's results count; the first
+failure is printed, marked as such, so that a test that fails only now
+and then with the feature on stays visible.
+
 The off mode must also pass on its own: a test that fails in it (and so,
 most likely, in every mode, which the comparison cannot see) is a failure
 of the run, unless --known lists it for (off).  The suite runs with
@@ -181,10 +187,11 @@ def default_signals():
     signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
-def run_mode(args, mode, private_tmp):
+def run_mode(args, mode, private_tmp, tests=None, name=None):
     out = os.path.abspath(args.out)
-    log_path = os.path.join(out, f"{mode}.log")
-    xml_path = os.path.join(out, f"{mode}.xml")
+    name = name or mode
+    log_path = os.path.join(out, f"{name}.log")
+    xml_path = os.path.join(out, f"{name}.xml")
     for path in (log_path, xml_path):
         if os.path.exists(path):
             os.unlink(path)
@@ -192,7 +199,9 @@ def run_mode(args, mode, private_tmp):
     env.update(MODES[mode])
     cmd = [os.path.abspath(args.python), "-m", "test", f"-j{args.jobs}",
            f"--timeout={args.timeout}", f"--junit-xml={xml_path}"]
-    if args.tests:
+    if tests:
+        cmd += tests
+    elif args.tests:
         cmd += [t for t in args.tests if t not in args.exclude]
     elif args.exclude:
         # the whole suite but these ("-x": the arguments are exclusions)
@@ -200,7 +209,7 @@ def run_mode(args, mode, private_tmp):
 
     tmp_root = "/tmp"
     if private_tmp:
-        tmp_root = os.path.join(out, f"tmp-{mode}")
+        tmp_root = os.path.join(out, f"tmp-{name}")
         shutil.rmtree(tmp_root, ignore_errors=True)
         os.makedirs(tmp_root)
         os.chmod(tmp_root, 0o1777)
@@ -231,9 +240,41 @@ def run_mode(args, mode, private_tmp):
         "files": {kind: len(files) for kind, files in made.items()},
         "left": left, "private_tmp": private_tmp,
     }
-    with open(os.path.join(out, f"{mode}.json"), "w") as f:
+    with open(os.path.join(out, f"{name}.json"), "w") as f:
         json.dump(run, f)
     return run
+
+
+def rerun_failures(args, mode, run, known, private_tmp):
+    """Run the modules that failed in `run` again, alone, in `mode`;
+    their second results replace the first.  Returns the modules that
+    passed the second time, with what failed the first."""
+    def unexplained(module):
+        if (module, mode) in known:
+            return False
+        cases = [c for c, v in run["cases"].get(module, {}).items()
+                 if "fail" in v]
+        # (no case failed: the module crashed or timed out)
+        return not cases or any((c, mode) not in known for c in cases)
+    failed = [m for m, v in sorted(run["modules"].items())
+              if v == "fail" and unexplained(m)]
+    if not failed or args.reuse:
+        return []
+    again = run_mode(args, mode, private_tmp, tests=failed,
+                     name=f"{mode}-again")
+    modules = module_results(again["log"])
+    cases = case_results(again["xml"])
+    flaky = []
+    for module in failed:
+        first = [c for c, v in sorted(run["cases"].get(module, {}).items())
+                 if "fail" in v]
+        if modules.get(module) == "pass":
+            flaky.append((module, first))
+        if module in modules:
+            run["modules"][module] = modules[module]
+        if module in cases:
+            run["cases"][module] = cases[module]
+    return flaky
 
 
 def module_results(log_path):
@@ -289,6 +330,9 @@ def main():
     args = parse_args()
     modes = args.modes.split(",")
     os.makedirs(args.out, exist_ok=True)
+    if not args.reuse and os.path.exists(os.path.join(args.out,
+                                                      "problems.txt")):
+        os.unlink(os.path.join(args.out, "problems.txt"))
     known = read_known(args.known)
     private_tmp = private_tmp_possible([args.python, args.out])
     print(f"suite-modes: {len(args.tests) or 'all'} test modules, -j{args.jobs}"
@@ -307,6 +351,15 @@ def main():
             run = runs[mode] = run_mode(args, mode, private_tmp)
         run["modules"] = module_results(run["log"])
         run["cases"] = case_results(run["xml"])
+        for module, cases in rerun_failures(args, mode, run, known,
+                                            private_tmp):
+            print(f"{mode:>8}: {module} failed, then passed when run again "
+                  f"alone (first run: {', '.join(cases) or 'no test case'};"
+                  f" see {run['log']})", flush=True)
+            for case in cases:
+                text = failure_text(run["xml"], case, limit=6)
+                if text:
+                    print(text)
         counts = {s: sum(1 for v in run["modules"].values() if v == s)
                   for s in ("pass", "fail", "skip")}
         ncases = sum(len(c) for c in run["cases"].values())
@@ -409,6 +462,9 @@ def main():
     problems += [f"unexplained difference: {u}" for u in unexplained]
     for p in problems:
         print(p)
+    # (for the caller's final summary: a CI log often keeps only the end)
+    with open(os.path.join(args.out, "problems.txt"), "w") as f:
+        f.writelines(p + "\n" for p in problems)
     summary = (f"suite-modes: {len(modules)} test modules in "
                f"{len(modes)} modes: {len(unexplained)} unexplained "
                f"differences, {len(seen)} known, {len(stale)} known ones "
