@@ -31,6 +31,9 @@
  * thousands of functions.  Handing out a slot of a file arena writes its
  * symbol.
  *
+ * No arena is made while the process is short of memory mappings ("Room
+ * for mappings" below): new code objects then run without a trampoline.
+ *
  * Arenas are never unmapped: besides the list (newest first, which the
  * walks over every slot follow), an array sorted by address finds the
  * arena of a trampoline in O(log n) steps, for every code object's death
@@ -46,6 +49,8 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <errno.h>
+#include <fcntl.h>                // open()
+#include <stdlib.h>               // strtol()
 #include <string.h>
 #include <sys/mman.h>             // mmap()
 #include <unistd.h>               // sysconf()
@@ -149,6 +154,141 @@ _PyPerfArena_TakeFileFailure(const char **what)
     return files.err;
 }
 
+/* ---- Room for mappings -------------------------------------------------
+
+   A process may have at most vm.max_map_count memory mappings (65,530 by
+   default); past it, its own mmap(), malloc() and new threads fail.  An
+   arena adds a few (code, the names' tables, slot records, the debuggers'
+   image: at most ARENA_MAPPINGS; the kernel merges some).  So a new arena
+   is made only while the process would keep 1% of the limit free, and
+   while the arenas stay within their share, 1/64 of it (1,023 arenas by
+   default: 16 million functions with -X perf, 2.8 million with -X
+   perf_jit).  Otherwise, and when an arena's mmap() fails for lack of
+   memory, no arena is made: new functions run without a trampoline (the
+   core says so once), and room is looked for again after a second, then
+   after twice as long each time, up to a minute. */
+#define ARENA_MAPPINGS 5
+#define MAPPINGS_SHARE 64
+#define ROOM_RETRY_MIN_NS ((int64_t)1000000000)
+#define ROOM_RETRY_MAX_NS ((int64_t)64 * 1000000000)
+
+static struct {
+    int64_t retry_ns;             /* no arena is made before this */
+    int64_t backoff_ns;           /* the next wait, after a refusal */
+    int pending;                  /* a refusal the core has not taken */
+    char why[160];
+} maps_room;
+
+/* The number of lines of the file at `path`, or -1. */
+static long
+count_lines(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    char buf[8192];
+    long lines = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            close(fd);
+            return n < 0 ? -1 : lines;
+        }
+        for (char *p = buf; (p = memchr(p, '\n', buf + n - p)) != NULL; p++) {
+            lines++;
+        }
+    }
+}
+
+/* The number in the file at `path`, or -1. */
+static long
+read_number(const char *path)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    char buf[32];
+    ssize_t n;
+    do {
+        n = read(fd, buf, sizeof(buf) - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n <= 0) {
+        return -1;
+    }
+    buf[n] = '\0';
+    char *end;
+    long v = strtol(buf, &end, 10);
+    return end != buf && v > 0 ? v : -1;
+}
+
+/* Refuse arenas for a while, for the reason in maps_room.why. */
+static void
+refuse_arenas(void)
+{
+    int64_t now = _PyPerf_CoarseNowNs();
+    int64_t wait = maps_room.backoff_ns ? maps_room.backoff_ns
+                                        : ROOM_RETRY_MIN_NS;
+    maps_room.retry_ns = now + wait;
+    maps_room.backoff_ns = wait * 2 < ROOM_RETRY_MAX_NS ? wait * 2
+                                                        : ROOM_RETRY_MAX_NS;
+    maps_room.pending = 1;
+}
+
+/* May another arena be mapped?  0, or -1 and ENOMEM. */
+static int
+room_for_arena(void)
+{
+    if (maps_room.retry_ns != 0
+        && _PyPerf_CoarseNowNs() < maps_room.retry_ns)
+    {
+        errno = ENOMEM;
+        return -1;
+    }
+    long max = read_number("/proc/sys/vm/max_map_count");
+    if (max > 0) {
+        long share = max / MAPPINGS_SHARE;
+        long used = count_lines("/proc/self/maps");
+        if ((long)by_addr.n + 1 > share) {
+            PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
+                          "the trampolines' arenas have their share of the "
+                          "process's memory mappings (%zu arenas, "
+                          "vm.max_map_count / %d)", by_addr.n,
+                          MAPPINGS_SHARE);
+            goto refuse;
+        }
+        if (used >= 0 && used + ARENA_MAPPINGS > max - max / 100) {
+            PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
+                          "the process has %ld memory mappings of the %ld "
+                          "vm.max_map_count allows, and 1%% of them stays "
+                          "free for the program", used, max);
+            goto refuse;
+        }
+    }
+    maps_room.retry_ns = 0;
+    maps_room.backoff_ns = 0;
+    return 0;
+refuse:
+    refuse_arenas();
+    errno = ENOMEM;
+    return -1;
+}
+
+const char *
+_PyPerfArena_TakeRoomFailure(void)
+{
+    if (!maps_room.pending) {
+        return NULL;
+    }
+    maps_room.pending = 0;
+    return maps_room.why;
+}
+
 /* Anonymous memory for `size` bytes of trampolines `slot_size` apart:
    filled while writable, then read+execute. */
 static char *
@@ -193,6 +333,9 @@ arena_new(size_t slot_size)
     }
     size_t nslots = size / slot_size;
     size_t info_size = nslots * sizeof(_PyPerfSlot);
+    if (room_for_arena() < 0) {
+        return NULL;
+    }
     /* (first: an arena that could not be found would keep the code
        objects of its slots after their death) */
     if (by_addr_reserve() < 0) {
@@ -252,6 +395,13 @@ arena_new(size_t slot_size)
 fail:;
     int saved = errno;
     PyMem_RawFree(a);
+    if (saved == ENOMEM) {
+        /* (EAGAIN from mmap() is a locked-memory limit: not ours) */
+        PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
+                      "cannot map memory for trampolines: %s",
+                      strerror(saved));
+        refuse_arenas();
+    }
     errno = saved;
     return NULL;
 }

@@ -873,7 +873,11 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t backed;
     char *mem;
     struct stat st;
-    if (write_file(elf->fd, img, tail, &L, &backed, what) < 0
+    uint64_t spare;
+    /* (its whole size: what it takes once every slot is named) */
+    *what = "find room beside /tmp's reserve for";
+    if (_PyPerf_TmpRoom(elf->fd, L.file_size, &spare) < 0
+        || write_file(elf->fd, img, tail, &L, &backed, what) < 0
         || (mem = map_file(elf->fd, &L, what)) == NULL)
     {
         goto fail;
@@ -942,9 +946,11 @@ _PyPerfElf_Reserve(_PyPerfElf *elf)
     }
     size_t end = (size_t)backed_end(elf->tables_off + elf->strtab_off,
                                     need, elf->strtab_size, elf->page);
-    if (allocate(elf->fd, elf->tables_off + elf->strtab_off
-                          + elf->strtab_backed,
-                 end - elf->strtab_backed) < 0)
+    uint64_t spare;
+    if (_PyPerf_TmpRoom(elf->fd, end - elf->strtab_backed, &spare) < 0
+        || allocate(elf->fd, elf->tables_off + elf->strtab_off
+                             + elf->strtab_backed,
+                    end - elf->strtab_backed) < 0)
     {
         return -1;
     }

@@ -28,14 +28,17 @@
  * an earlier process with our pid, and is emptied (perf would give our
  * addresses its names).
  *
+ * The files never take the last blocks of /tmp ("Room in /tmp" below):
+ * a write that would is refused with ENOSPC, as a full disk refuses it.
  * Failure to create or write a file is a RuntimeWarning
  * (_PyPerfFile_Warn(), which the core also gives when no executable memory
  * can be had for trampolines: one wording for every reason a backend
  * turns itself off); the caller turns the backend off and the program
- * runs on.  _PyPerf_files_lock serializes opening and closing files with
- * the C API's callers, which may hold no GIL, and with fork(), which waits
- * for it (Python/perf_trampoline.c: a child never sees a file half
- * opened).
+ * runs on, but for a lack of room (_PyPerf_IsNoRoom()), which the core
+ * waits out with the backend on.  _PyPerf_files_lock serializes opening
+ * and closing files with the C API's callers, which may hold no GIL, and
+ * with fork(), which waits for it (Python/perf_trampoline.c: a child
+ * never sees a file half opened).
  *
  * This file calls nothing else of the subsystem.
  */
@@ -50,6 +53,7 @@
 #include <string.h>
 #include <sys/file.h>             // flock()
 #include <sys/stat.h>             // fstat()
+#include <sys/statvfs.h>          // fstatvfs()
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>
 
@@ -64,6 +68,10 @@ struct _PyPerfFile {
     const char *fail_detail;
     int later;                    /* _PyPerfFile_Later() */
     size_t pending;               /* bytes of whole records in `block` */
+    uint64_t room;                /* bytes that may be appended before
+                                     the file system is asked again */
+    int64_t room_retry_ns;        /* no room: asked again after this */
+    unsigned int room_at;         /* room_asked when `room` was had */
     char stage[PERF_RECORD_MAX];  /* the record being assembled */
     char block[PERF_RECORD_MAX];  /* records that go out together */
 };
@@ -96,6 +104,8 @@ _PyPerfFile_New(void)
     file->path[0] = '\0';
     file->later = 0;
     file->pending = 0;
+    file->room = 0;
+    file->room_retry_ns = 0;
     return file;
 }
 
@@ -226,6 +236,8 @@ _PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
     file->dev = st.st_dev;
     file->ino = st.st_ino;
     file->fd = fd;
+    file->room = 0;
+    file->room_retry_ns = 0;
     return 0;
 fail:;
     int saved = errno;
@@ -324,6 +336,84 @@ take_back(_PyPerfFile *file, char *buf, size_t n)
     }
 }
 
+/* ---- Room in /tmp ------------------------------------------------------ */
+
+/* The files never take the last blocks of their file system: a reserve
+   of 1 MiB or 2% of it, whichever is larger, stays free for the other
+   programs of the machine (on a tmpfs /tmp, those blocks are memory).
+   The map and the dump ask the file system after each 256 KiB they
+   append, and count what they write in between, unless another file
+   (an arena's) asked in the meantime, about to take room of its own;
+   after a refusal, not again for a second (the records are refused at no
+   cost meanwhile).  The arena files ask before each allocation. */
+#define ROOM_RESERVE_MIN ((uint64_t)1 << 20)
+#define ROOM_RESERVE_PERCENT 2
+#define ROOM_ASK_EVERY ((uint64_t)256 * 1024)
+#define ROOM_RETRY_NS ((int64_t)1000000000)
+
+/* Counts the askers' answers (atomically: the map's writers may hold no
+   GIL): an estimate made at another count is out of date. */
+static unsigned int room_asked;
+
+int
+_PyPerf_TmpRoom(int fd, uint64_t need, uint64_t *spare)
+{
+    struct statvfs sv;
+    uint64_t unit;
+    if (fstatvfs(fd, &sv) < 0 || sv.f_blocks == 0
+        || (unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize) == 0)
+    {
+        /* Cannot tell (or no size, a tmpfs mounted with size=0): the
+           writes themselves will say. */
+        *spare = ROOM_ASK_EVERY;
+        return 0;
+    }
+    uint64_t total = (uint64_t)sv.f_blocks * unit;
+    /* (f_bavail: blocks that root alone may use are not ours either) */
+    uint64_t avail = (uint64_t)sv.f_bavail * unit;
+    uint64_t reserve = total / 100 * ROOM_RESERVE_PERCENT;
+    reserve = reserve > ROOM_RESERVE_MIN ? reserve : ROOM_RESERVE_MIN;
+    if (avail < reserve || avail - reserve < need) {
+        errno = ENOSPC;
+        return -1;
+    }
+    *spare = avail - reserve - need;
+    __atomic_fetch_add(&room_asked, 1, __ATOMIC_RELAXED);
+    return 0;
+}
+
+int
+_PyPerf_IsNoRoom(int err)
+{
+    return err == ENOSPC || err == EDQUOT || err == EFBIG;
+}
+
+/* May `size` more bytes be appended?  0, or -1 and ENOSPC. */
+static int
+has_room(_PyPerfFile *file, size_t size)
+{
+    if (size <= file->room
+        && __atomic_load_n(&room_asked, __ATOMIC_RELAXED) == file->room_at)
+    {
+        file->room -= size;
+        return 0;
+    }
+    int64_t now = _PyPerf_CoarseNowNs();
+    if (now < file->room_retry_ns) {
+        errno = ENOSPC;
+        return -1;
+    }
+    uint64_t spare;
+    if (_PyPerf_TmpRoom(file->fd, size, &spare) < 0) {
+        file->room = 0;
+        file->room_retry_ns = now + ROOM_RETRY_NS;
+        return -1;
+    }
+    file->room = spare < ROOM_ASK_EVERY ? spare : ROOM_ASK_EVERY;
+    file->room_at = __atomic_load_n(&room_asked, __ATOMIC_RELAXED);
+    return 0;
+}
+
 /* Append `size` bytes of whole records at `buf` with one write(): others
    may append to the same file (the map is the process's), and they reach
    the file whole or, when the disk is full, not at all (take_back()). */
@@ -332,6 +422,9 @@ append(_PyPerfFile *file, char *buf, size_t size)
 {
     if (!still_ours(file)) {
         errno = EBADF;
+        return -1;
+    }
+    if (has_room(file, size) < 0) {
         return -1;
     }
     ssize_t n;
@@ -346,6 +439,13 @@ append(_PyPerfFile *file, char *buf, size_t size)
         if (n > 0) {
             take_back(file, buf, (size_t)n);
         }
+        errno = saved;
+    }
+    if (_PyPerf_IsNoRoom(errno)) {
+        /* (a quota, a file size limit: what statvfs does not show) */
+        int saved = errno;
+        file->room = 0;
+        file->room_retry_ns = _PyPerf_CoarseNowNs() + ROOM_RETRY_NS;
         errno = saved;
     }
     return -1;
@@ -404,6 +504,12 @@ int
 _PyPerfFile_Kept(const _PyPerfFile *file)
 {
     return file->kept;
+}
+
+const char *
+_PyPerfFile_Path(const _PyPerfFile *file)
+{
+    return file->path;
 }
 
 int

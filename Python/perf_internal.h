@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <string.h>               // memcpy()
 #include <sys/types.h>            // dev_t, ino_t
+#include <time.h>                 // clock_gettime()
 
 /* Hidden: the files reach each other's functions and variables without
    going through the dynamic symbol table (in a shared libpython, nor its
@@ -83,6 +84,19 @@ extern const _PyPerfBackend _PyPerf_JitDumpBackend;
    is counted but not stored, so that a writer with cap 0 measures what
    the same calls would write.  Values are in the host's byte order: the
    tables describe code of this process, for readers of this machine. */
+
+/* A monotonic clock in nanoseconds, read without a system call (the
+   vDSO's coarse clock: a tick's precision, enough to wait a second before
+   asking again for room); 0 if it cannot be read. */
+static inline int64_t
+_PyPerf_CoarseNowNs(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0) {
+        return 0;
+    }
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 typedef struct {
     unsigned char *p;
@@ -325,6 +339,10 @@ extern void _PyPerfArena_ForgetCodes(void);
 /* Once, after arena files stopped working (later arenas are anonymous):
    the errno, with *what the step that failed; 0 otherwise. */
 extern int _PyPerfArena_TakeFileFailure(const char **what);
+/* Once, after arenas were refused for lack of room for mappings (new
+   functions then run without a trampoline, and room is looked for again
+   later): why; NULL otherwise. */
+extern const char *_PyPerfArena_TakeRoomFailure(void);
 
 /* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
 
@@ -446,11 +464,19 @@ extern int _PyPerfFile_Flush(_PyPerfFile *file);
    been written. */
 extern int _PyPerfFile_Kept(const _PyPerfFile *file);
 extern int _PyPerfFile_Fd(const _PyPerfFile *file);
+/* /tmp/NAME-PID.EXT (empty before the first _PyPerfFile_Open()). */
+extern const char *_PyPerfFile_Path(const _PyPerfFile *file);
 /* Is `*fd` still the file (`dev`, `ino`) it was opened as?  It may have
    been closed behind our back (a daemon's closerange() after fork) and its
    number given to another file: nothing of ours goes into that one, and it
    is not ours to close.  If not, *fd becomes -1.  Returns *fd >= 0. */
 extern int _PyPerf_KeepIfSameFile(int *fd, dev_t dev, ino_t ino);
+/* Room for `need` more bytes on the file system of `fd`, beside the
+   reserve the files leave free for other programs: 0 and in *spare what
+   would be left beside the reserve, or -1 and ENOSPC. */
+extern int _PyPerf_TmpRoom(int fd, uint64_t need, uint64_t *spare);
+/* Is errno `err` a lack of room (a full disk, a quota, a size limit)? */
+extern int _PyPerf_IsNoRoom(int err);
 /* For init() failing at something other than making the file: the warning
    then says "cannot WHAT PATH DETAIL: <errno>" (static strings). */
 extern void _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,

@@ -55,7 +55,12 @@
  * writer (Python/perf_file.c) owns everything else about the files: safe
  * creation in /tmp, appending whole records among other writers, stale
  * files.  Failure to create or write a file, or to map executable memory,
- * is a RuntimeWarning; the backend turns off and the program runs on.
+ * is a RuntimeWarning; the backend turns off and the program runs on.  A
+ * lack of room is waited out instead, with one warning and the backend
+ * on: a full /tmp (or its reserve reached, a quota, a size limit) leaves
+ * new trampolines unnamed by the files until there is room; no memory or
+ * no mappings for an arena leave new code objects without a trampoline
+ * until the arenas find room again.
  *
  * After fork() the child drops the parent's descriptors, puts new
  * trampolines in arenas of its own (perf names an inherited mapping after
@@ -173,6 +178,8 @@ static struct {
     backend_state *flush_failed;  /* whose */
     int activating_after_fork;    /* set while a child of fork()
                                      re-activates its parent's backend */
+    int warned_no_room;           /* /tmp's reserve reached: said once */
+    int warned_no_arena;          /* arenas refused: said once */
     int in_child_hooks;           /* set in a child of fork() while
                                      PyOS_AfterFork_Child() runs the
                                      at-fork hooks: new code objects that
@@ -618,6 +625,57 @@ warn_arena_files(int err, const char *what)
                  "inject --jit unwinds them)", what, strerror(err));
 }
 
+/* The files reached /tmp's reserve (Python/perf_file.c), a quota or a
+   size limit: said once, whichever file it was; the backend stays on.
+   New trampolines go on: in arena files while they have room, else in
+   anonymous memory, which the map or the dump names once it has room
+   again (asked every second). */
+static void
+warn_no_room(const backend_state *st)
+{
+    if (core.warned_no_room) {
+        return;
+    }
+    core.warned_no_room = 1;
+    _PyPerf_Warn("perf trampoline: no room left in /tmp (%s; it leaves 1 "
+                 "MiB or 2%% of it free for other programs): functions "
+                 "named so far stay named; new ones are named in %s only "
+                 "once there is room again; the %s backend stays on",
+                 strerror(errno), _PyPerfFile_Path(st->file),
+                 st->backend->name);
+}
+
+/* No arena could be made (Python/perf_arena.c): said once.  New code
+   objects run without a trampoline until there is room. */
+static void
+warn_no_arena(const char *why)
+{
+    if (core.warned_no_arena) {
+        return;
+    }
+    core.warned_no_arena = 1;
+    _PyPerf_Warn("perf trampoline: no room for more trampolines: %s; "
+                 "functions called for the first time from now on run "
+                 "without one (perf shows the interpreter's frame for "
+                 "them) until there is room again",
+                 why != NULL ? why : strerror(ENOMEM));
+}
+
+/* An arena file that failed, if one did since the last call. */
+static void
+warn_arena_file_failure(const backend_state *st)
+{
+    const char *what;
+    int err = _PyPerfArena_TakeFileFailure(&what);
+    if (err != 0 && _PyPerf_IsNoRoom(err)) {
+        errno = err;
+        warn_no_room(st);
+    }
+    else if (err != 0) {
+        warn_arena_files(err, what);
+    }
+}
+
 py_trampoline
 _PyPerf_NewTrampoline(PyCodeObject *code)
 {
@@ -637,6 +695,14 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     /* Off before the warning, whose Python code (a showwarning(), a
        logging handler) would otherwise make trampolines and write to a
        file that just failed. */
+    if (tramp == NULL && errno == ENOMEM) {
+        /* Out of room for mappings or memory: the backend stays on, and
+           the arenas say when to look again (the code object is asked
+           for again on its next call). */
+        warn_no_arena(_PyPerfArena_TakeRoomFailure());
+        warn_arena_file_failure(st);
+        return NULL;
+    }
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
         int saved = errno;
@@ -665,16 +731,16 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     }
     core.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
-    if (failed) {
+    if (failed && _PyPerf_IsNoRoom(saved)) {
+        errno = saved;
+        warn_no_room(blame);
+    }
+    else if (failed) {
         _PyPerf_Deactivate();
         errno = saved;
         _PyPerfFile_Warn(blame->file, "write", blame->backend->name);
     }
-    const char *what;
-    int err = _PyPerfArena_TakeFileFailure(&what);
-    if (err != 0) {
-        warn_arena_files(err, what);
-    }
+    warn_arena_file_failure(st);
     return (py_trampoline)tramp;
 }
 

@@ -214,24 +214,26 @@ class TestHostileInput(HostileInputCase):
 
     def test_tmp_full_jitdump(self):
         # (The map's counterpart is TestPerfMapFile.test_full_disk, in
-        # test_map_file.)  A small tmpfs on /tmp: the program runs on, a
-        # warning says why, and the dump keeps its whole records, strictly
-        # valid.
+        # test_map_file.)  A small tmpfs on /tmp, 320 KiB over the reserve
+        # the files leave free (1 MiB here): the program runs on, one
+        # warning says why, the reserve stays free, and the dump keeps its
+        # whole records, strictly valid.
         proc = self.run_with_tmp(
-            self.tmpfs_on_tmp("size=256k"), "perf_jit", code=MANY_FUNCTIONS,
-            after="echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
+            self.tmpfs_on_tmp("size=1344k"), "perf_jit", code=MANY_FUNCTIONS,
+            after="echo '== free'; stat -f -c '%a %S' /tmp; "
+                  "echo '== dump'; od -An -v -tx1 /tmp/jit-*.dump")
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        out, _, dump = proc.stdout.partition("== dump\n")
+        out, _, rest = proc.stdout.partition("== free\n")
+        free, _, dump = rest.partition("== dump\n")
         self.assertEqual(out.split()[-1], str(sum(range(3000))))
-        self.assertIn("RuntimeWarning: perf trampoline: cannot write",
-                      proc.stderr)
-        self.assertIn("No space left on device", proc.stderr)
-        # One warning for the dump; one more if an arena file could not be
-        # made first (its names' room is allocated when it is made).
-        self.assertEqual(proc.stderr.count("cannot write /tmp/jit-"), 1)
-        self.assertLessEqual(proc.stderr.count("RuntimeWarning"), 2)
-        self.assertEqual(proc.stderr.count("RuntimeWarning"),
-                         1 + proc.stderr.count("an ELF file of trampolines"))
+        blocks, size = map(int, free.split())
+        self.assertGreaterEqual(blocks * size, 1024 * 1024)
+        self.assertIn("RuntimeWarning: perf trampoline: no room left in "
+                      "/tmp (No space left on device; it leaves 1 MiB or 2% "
+                      "of it free for other programs)", proc.stderr)
+        self.assertIn("the perf_jit backend stays on", proc.stderr)
+        self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                         proc.stderr)
         path = os.path.join(self.enterContext(os_helper.temp_dir()),
                             "jit.dump")
         with open(path, "wb") as f:
@@ -239,6 +241,140 @@ class TestHostileInput(HostileInputCase):
         records = read_jitdump(path, script_pid(out))
         loads = [rec for rid, rec in records if rid == JIT_CODE_LOAD]
         self.assertGreater(len(loads), 100)
+
+    # A long-running service's churn: distinct functions made, called once
+    # and dropped, at most 100 alive (code.replace(): cheap).
+    CHURN = """
+        import os, sys, types
+        print("PID", os.getpid(), flush=True)
+        def template():
+            return 1
+        code = template.__code__
+        alive = []
+        def churn(n):
+            for i in range(n):
+                f = types.FunctionType(
+                    code.replace(co_name=f"c{i}", co_firstlineno=i + 1), {})
+                f()
+                alive.append(f)
+                if len(alive) > 100:
+                    del alive[0]
+                if i % 100 == 0:
+                    yield i
+        """
+
+    def test_tmp_reserve_kept_under_churn(self):
+        # A 20 MiB /tmp and 300,000 new functions, more than its files can
+        # hold: the files stop at the reserve (1 MiB here, polled by the
+        # program itself every 100 functions), with one warning, the
+        # backend stays on, functions named before stay named; once room
+        # is made (the program removes a file of its own), a function
+        # first called a second later is named again.
+        code = textwrap.dedent(self.CHURN) + textwrap.dedent("""
+            import time
+            with open("/tmp/filler", "wb") as f:
+                f.write(bytes(2 << 20))
+            def first():
+                return 1
+            first()
+            least = None
+            for i in churn(300_000):
+                st = os.statvfs("/tmp")
+                free = st.f_bavail * st.f_frsize
+                least = free if least is None else min(least, free)
+            os.unlink("/tmp/filler")
+            time.sleep(1.2)
+            def after_room():
+                return 1
+            after_room()
+            print("least free", least, sys.is_stack_trampoline_active())
+            """)
+        for option, file in (("perf", "perf-*.map"),
+                             ("perf_jit", "jit-*.dump")):
+            with self.subTest(option=option):
+                proc = self.run_with_tmp(
+                    self.tmpfs_on_tmp("size=20m"), option, code=code,
+                    after=f"echo '== names'; "
+                          f"grep -aoE 'py::(first|after_room)' /tmp/{file}"
+                          f" /tmp/py-perf-*.so | sed 's/.*py::/py::/'")
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                out, _, names = proc.stdout.partition("== names\n")
+                least, active = out.split()[-2:]
+                self.assertGreaterEqual(int(least), 1 << 20)
+                self.assertEqual(active, "True")
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                                 proc.stderr)
+                self.assertIn("no room left in /tmp", proc.stderr)
+                self.assertIn(f"the {option} backend stays on", proc.stderr)
+                self.assertIn("py::first", names.split())
+                self.assertIn("py::after_room", names.split())
+
+    @support.skip_if_sanitizer("the sanitizer runtimes map memory of "
+                               "their own for each thread", address=True,
+                               memory=True, ub=True)
+    def test_mappings_left_for_the_program(self):
+        # The process fills its own address space with mappings (one page
+        # each, alternately writable) until 250 of vm.max_map_count are
+        # left, then makes 300,000 new functions (enough arenas for more
+        # than 100 mappings) and starts 100 threads (two mappings each:
+        # stack and guard).  The trampolines keep 1% of the limit free for
+        # the program: every thread starts; one warning; the backend stays
+        # on.
+        code = textwrap.dedent(self.CHURN) + textwrap.dedent("""
+            import ctypes, mmap, threading
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.mmap.restype = ctypes.c_void_p
+            libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                  ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                  ctypes.c_long]
+            libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                      ctypes.c_int]
+            def mappings():
+                with open("/proc/self/maps") as f:
+                    return sum(1 for _ in f)
+            limit = int(open("/proc/sys/vm/max_map_count").read())
+            page = mmap.PAGESIZE
+            n = limit - 250 - mappings()
+            base = libc.mmap(None, n * page, mmap.PROT_READ,
+                             mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0)
+            assert base not in (None, ctypes.c_void_p(-1).value)
+            for i in range(0, n, 2):
+                libc.mprotect(base + i * page, page,
+                              mmap.PROT_READ | mmap.PROT_WRITE)
+            print("left", limit - mappings(), flush=True)
+            for _ in churn(300_000):
+                pass
+            event = threading.Event()
+            threads = []
+            try:
+                for _ in range(100):
+                    t = threading.Thread(target=event.wait)
+                    t.start()
+                    threads.append(t)
+            finally:
+                event.set()
+                for t in threads:
+                    t.join()
+            print("threads", len(threads), sys.is_stack_trampoline_active())
+            """)
+        with open("/proc/sys/vm/max_map_count") as f:
+            limit = int(f.read())
+        if limit > 300_000:
+            # (each mapping costs the kernel some 200 bytes)
+            self.skipTest(f"vm.max_map_count is {limit}: too many "
+                          f"mappings for a test to fill")
+        for option in ("perf", "perf_jit"):
+            with self.subTest(option=option):
+                proc, pid = self.run_code(code, "-X", option)
+                left = int(proc.stdout.split("left ")[1].split()[0])
+                self.assertLessEqual(left, 260)
+                self.assertEqual(proc.stdout.split()[-3:],
+                                 ["threads", "100", "True"])
+                self.assertEqual(proc.stderr.count("RuntimeWarning"), 1,
+                                 proc.stderr)
+                self.assertIn("no room for more trampolines: the process "
+                              "has", proc.stderr)
+                self.assertIn("vm.max_map_count", proc.stderr)
 
     def test_descriptor_limit_exhausted(self):
         for option in ("perf", "perf_jit"):
@@ -325,6 +461,9 @@ class TestHostileInput(HostileInputCase):
                                memory=True, ub=True)
     def test_address_space_limit(self):
         # RLIMIT_AS (ulimit -v) reached: no new arena of trampolines.  The
+        # backend stays on; new functions run without a trampoline, and
+        # get one again once there is room (looked for after a second).
+        # The
         # limit is set 4 MiB below the process's size, so that no new
         # mapping can succeed, even after the allocator gave some back;
         # the interpreter's own allocations meanwhile come from room left
@@ -362,17 +501,24 @@ class TestHostileInput(HostileInputCase):
                                        (vm_size() - 4 * 1024 * 1024, hard))
                     total = sum(ns[f"f{{i}}"]() for i in range(3000))
                     resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+                    import time
+                    time.sleep(1.2)
+                    def after_the_limit():
+                        return 0
+                    after_the_limit()
                     print("output intact", total,
                           sys.is_stack_trampoline_active())
                     """)
                 self.assertEqual(proc.stdout.split()[-4:],
                                  ["output", "intact", str(sum(range(3000))),
-                                  "False"])
-                self.assertIn("RuntimeWarning: perf trampoline: cannot map "
-                              "executable memory for trampolines: Cannot "
-                              "allocate memory", proc.stderr)
+                                  "True"])
+                self.assertIn("RuntimeWarning: perf trampoline: no room for "
+                              "more trampolines: cannot map memory for "
+                              "trampolines: Cannot allocate memory",
+                              proc.stderr)
                 self.assertEqual(proc.stderr.count("RuntimeWarning"), 1)
-                self.check_files(pid)
+                names = self.check_files(pid)
+                self.assertIn("py::after_the_limit:<string>", names)
 
     # A seccomp filter that refuses to make memory executable, as a W^X
     # policy (SELinux's execmem) does: mprotect(..., PROT_EXEC) fails with
