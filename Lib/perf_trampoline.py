@@ -682,18 +682,20 @@ def main(argv=None):
                     "perf trampoline on or off in running processes (as "
                     "if each ran sys.activate_stack_trampoline() or "
                     "sys.deactivate_stack_trampoline() itself), record a "
-                    "command or a process, fold perf script text into "
-                    "stacks, and remove the files of ended processes.")
+                    "command or a process, pack a recording for another "
+                    "machine, fold perf script text into stacks, and "
+                    "remove the files of ended processes.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     _add_live_parsers(sub)
     # The commands that work with perf itself and with its files, each in
     # a module of its own that adds its parser (whose handler `run` gives
     # the exit status).
+    import _perf_archive
     import _perf_clean
     import _perf_collapse
     import _perf_record
-    for module in (_perf_record, _perf_collapse, _perf_clean):
+    for module in (_perf_record, _perf_archive, _perf_collapse, _perf_clean):
         module.add_parser(sub)
     args = parser.parse_args(argv)
     return args.run(args)

@@ -60,7 +60,8 @@ new_files_of() {
             echo Lib/test/perf_pgo_task.py ;;
         0011-live-activation-*)
             echo Lib/perf_trampoline.py Lib/_perf_remote.py \
-                 Lib/_perf_record.py Lib/_perf_collapse.py Lib/_perf_clean.py ;;
+                 Lib/_perf_record.py Lib/_perf_archive.py Lib/_perf_collapse.py \
+                 Lib/_perf_clean.py ;;
         tests) echo 'Lib/test/*' ;;
         docs)  echo 'Doc/*' 'Misc/*' ;;
     esac

@@ -362,6 +362,56 @@ class TestRecordCommand(RecordTestCase):
             self.assertIn(f"py::{name}:{script}", report.stdout,
                           report.stdout[:3000])
 
+    def test_archive_reported_elsewhere(self):
+        # `archive` packs the recording's files, the trampoline files too
+        # (perf archive leaves them out: no sample's own address is in
+        # one); unpacked in a fresh build-id cache, in a mount namespace
+        # whose /tmp is empty, perf report names the Python functions.
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        script = make_script(self.tmp, "nested", NESTED_SECOND)
+        proc = self.record("-o", self.name, "--", sys.executable, script)
+        pid = ph.script_pid(proc.stdout)
+        ph.forget_files(self, pid)
+        self.assert_recorded(proc)
+        arch = subprocess.run(
+            [sys.executable, "-m", "perf_trampoline", "archive",
+             "--buildid-dir", ph.buildid_dir(), self.name + ".data"],
+            capture_output=True, text=True, timeout=600)
+        self.assertEqual(arch.returncode, 0, arch.stderr)
+        self.assertIn("wrote %s.data.tar.bz2" % self.name, arch.stdout)
+        tarball = self.name + ".data.tar.bz2"
+        self.assertEqual(stat.S_IMODE(os.stat(tarball).st_mode), 0o600)
+        for path in ph.arena_paths(pid, self.since):
+            os.unlink(path)     # (the process has ended)
+        cache = os.path.join(self.tmp, "elsewhere", ".debug")
+        os.makedirs(cache)
+        subprocess.run(["tar", "xjf", tarball, "-C", cache], check=True)
+        # A new, empty /tmp, with the real one seen at /tmp/orig (where
+        # this test's files are).
+        empty = os.path.join(self.tmp, "empty")
+        os.mkdir(empty)
+        def orig(path):
+            if not path.startswith("/tmp/"):
+                return path     # (TMPDIR elsewhere)
+            return os.path.join("/tmp/orig", os.path.relpath(path, "/tmp"))
+        report = subprocess.run(
+            [unshare, "-m", "sh", "-c",
+             'mount -t tmpfs none "$0" && mkdir "$0/orig" && '
+             'mount --bind /tmp "$0/orig" && mount --move "$0" /tmp '
+             '|| exit 99; exec "$@"', empty,
+             "perf", "--buildid-dir", orig(cache), "report", "-i",
+             orig(self.name + ".data"), "--stdio", "--children", "-g",
+             "none", "--sort", "sym"],
+            capture_output=True, text=True, timeout=300)
+        if report.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here: " + report.stderr)
+        self.assertEqual(report.returncode, 0, report.stderr[-2000:])
+        for name in ph.NESTED_NAMES:
+            self.assertIn(f"py::{name}:{script}", report.stdout,
+                          report.stdout[:3000])
+
     def test_command_not_python(self):
         # A shell that runs a Python: not asked, recorded with dwarf; the
         # Python it starts has PYTHONPERFSUPPORT=1 from record.
