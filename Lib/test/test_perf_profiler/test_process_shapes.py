@@ -396,7 +396,10 @@ class TestProcessShapes(PerfTestCase):
             with warnings.catch_warnings(record=True) as w:
                 warnings.simplefilter("always")
                 sys.activate_stack_trampoline(BACKEND)
-            assert w and "cannot write" in str(w[0].message), w
+            # (first, when switching from the other backend, its own file
+            # may say it is out of room too: its records wait for room)
+            assert any("cannot write" in str(m.message) for m in w), [
+                str(m.message) for m in w]
             resource.setrlimit(resource.RLIMIT_FSIZE,
                                (resource.RLIM_INFINITY,) * 2)
             sys.activate_stack_trampoline(BACKEND)
