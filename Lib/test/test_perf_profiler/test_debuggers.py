@@ -13,12 +13,14 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+import time
 import unittest
 
 from test import support
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
-    HAVE_TRAMPOLINE, NO_TRAMPOLINE, env_with, forget_files, forget_process)
+    HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with, forget_files,
+    forget_process)
 from ._common import (  # noqa: F401
     noexec_tmp_command, setUpModule, tearDownModule)
 
@@ -100,6 +102,14 @@ def frame_names(text):
     return names
 
 
+def build_id_of(path):
+    """The GNU build-id of the ELF file `path`, in hex (its notes read
+    with eu-readelf, a reader we did not write)."""
+    out = subprocess.run(["eu-readelf", "-n", path], capture_output=True,
+                         text=True, check=True).stdout
+    return re.search(r"Build ID: ([0-9a-f]+)", out).group(1)
+
+
 def eu_stack_frames(out):
     """eu-stack's first thread ("#N 0xADDR NAME") in gdb's form."""
     first = out.split("\nTID")[1] if "\nTID" in out else out
@@ -166,7 +176,7 @@ class DebuggerTests(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="test_perf_dbg_")
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.script = make_script(self.tmp, "nest", NEST)
-        self.since = __import__("time").time() - 1
+        self.since = time.time() - 1
 
     def assert_python_frames(self, text, names=NAMES, form="debugger"):
         """The py:: frames of `names` in order (callee first), each right
@@ -251,6 +261,110 @@ class DebuggerTests(unittest.TestCase):
                         capture_output=True, text=True, timeout=300).stdout
                     self.assert_python_frames(eu_stack_frames(out),
                                               form="file")
+
+    @support.skip_if_sanitizer("gcore writes no core that gdb can read of "
+                               "an AddressSanitizer process (its shadow "
+                               "memory)", address=True)
+    def test_core_read_with_debuginfod(self):
+        # How distributions symbolize crashes for a fleet: the arena files
+        # of a process that has ended, served by elfutils' debuginfod
+        # (keyed by their build-ids), and its core read elsewhere: here in
+        # a mount namespace whose /tmp is empty (the real one seen at
+        # /tmp/orig), with a cache of debuginfod's own.  eu-stack names
+        # the Python frames through the server, and not without it; gdb
+        # names them from the core alone (the debuggers' JIT objects are
+        # in the process's memory).
+        debuginfod = shutil.which("debuginfod")
+        unshare = shutil.which("unshare")
+        if debuginfod is None or shutil.which("eu-stack") is None:
+            self.skipTest("needs elfutils' debuginfod and eu-stack")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend)
+                core = os.path.join(self.tmp, f"core.{proc.pid}")
+                self.gdb("-p", str(proc.pid), "-ex", f"gcore {core}")
+                proc.kill()
+                proc.wait()
+                self.assertTrue(os.path.exists(core))
+                served = os.path.join(self.tmp, f"served.{backend}")
+                os.mkdir(served)
+                ids = []
+                for path in arena_paths(proc.pid, self.since):
+                    shutil.copy(path, served)
+                    ids.append(build_id_of(path))
+                self.assertTrue(ids, "no arena file")
+                url = self.serve(debuginfod, served, ids)
+                frames = {}
+                for with_server in (False, True):
+                    env = ("DEBUGINFOD_URLS=%s" % url if with_server
+                           else "DEBUGINFOD_URLS=")
+                    cache = os.path.join(self.tmp, f"cache.{backend}")
+                    out = self.in_empty_tmp(
+                        ["env", env, f"DEBUGINFOD_CACHE_PATH={cache}",
+                         "eu-stack", "--core", core, "-e", sys.executable])
+                    frames[with_server] = eu_stack_frames(out)
+                self.assert_python_frames(frames[True], form="file")
+                self.assertNotIn("py::", frames[False])
+                out = self.in_empty_tmp(
+                    ["gdb", "-nx", "-batch", sys.executable, core,
+                     "-ex", "bt"])
+                self.assert_python_frames(out)
+
+    def serve(self, debuginfod, directory, ids):
+        """Start debuginfod on the ELF files of `directory`; its URL, once
+        it serves every build-id of `ids`."""
+        import socket
+        import urllib.request
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        server = subprocess.Popen(
+            [debuginfod, "-F", "-p", str(port), "-t", "0", "-g", "0",
+             "-d", os.path.join(directory + ".sqlite"), directory],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.addCleanup(server.wait)
+        self.addCleanup(server.terminate)
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        waiting = list(ids)
+        while waiting:
+            self.assertIsNone(server.poll(), "debuginfod ended")
+            try:
+                with urllib.request.urlopen(
+                        f"{url}/buildid/{waiting[0]}/executable",
+                        timeout=10) as r:
+                    r.read()
+                waiting.pop(0)
+                continue
+            except OSError:
+                pass
+            self.assertLess(time.monotonic(), deadline,
+                            f"debuginfod does not serve {waiting[0]}")
+            time.sleep(0.2)
+        return url
+
+    def in_empty_tmp(self, cmd):
+        """The output of `cmd` (paths under /tmp given as they are) run in
+        a mount namespace whose /tmp is a new, empty tmpfs."""
+        empty = tempfile.mkdtemp(dir=self.tmp)
+
+        def seen(arg):
+            if not arg.startswith("/tmp/"):
+                return arg      # (TMPDIR elsewhere)
+            return os.path.join("/tmp/orig", os.path.relpath(arg, "/tmp"))
+        proc = subprocess.run(
+            ["unshare", "-m", "sh", "-c",
+             'mount -t tmpfs none "$0" && mkdir "$0/orig" && '
+             'mount --bind /tmp "$0/orig" && mount --move "$0" /tmp '
+             '|| exit 99; exec "$@"', empty]
+            + [re.sub(r"(?<![\w/])/tmp/\S*", lambda m: seen(m.group(0)), a)
+               for a in cmd],
+            capture_output=True, text=True, timeout=300)
+        if proc.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here: " + proc.stderr)
+        return proc.stdout + proc.stderr
 
     def test_gdb_started_the_program(self):
         # The trampolines are named while gdb watches: the names reach it
