@@ -49,17 +49,6 @@ PyUnstable_PerfMapState_Init(void)
     return map == NULL ? -1 : 0;
 }
 
-/* write() all of it; the file is O_APPEND, so one call places it whole. */
-static int
-write_whole(int fd, const char *data, size_t size)
-{
-    ssize_t n;
-    do {
-        n = write(fd, data, size);
-    } while (n < 0 && errno == EINTR);
-    return n == (ssize_t)size ? 0 : -1;
-}
-
 int
 PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
                              const char *entry_name)
@@ -88,8 +77,10 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
     *p++ = '\n';
     pthread_mutex_lock(&_PyPerf_files_lock);
     _PyPerfFile *map = _PyPerf_OpenMap();
-    int rc = map == NULL ? -1 : write_whole(_PyPerfFile_Fd(map), line,
-                                            (size_t)(p - line));
+    /* (through the writer: the records that wait go first, and /tmp's
+       reserve is kept) */
+    int rc = map == NULL ? -1 : _PyPerfFile_Write(map, line,
+                                                  (size_t)(p - line));
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (line != small) {
         PyMem_RawFree(line);
@@ -139,9 +130,9 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     {
         rc = -1;
     }
-    /* Whole lines only, each write() ending at the end of a line: the
-       trampolines append their records without _PyPerf_files_lock, and one may
-       land between two of these writes. */
+    /* Whole lines only, each write() ending at the end of a line: another
+       writer of the map (a JIT of the process that writes it on its own)
+       may append between two of these writes. */
     size_t have = 0;
     while (rc == 0) {
         if (have == room) {
@@ -165,7 +156,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
         if (n == 0) {
             if (have > 0) {
                 buf[have++] = '\n';
-                rc = write_whole(_PyPerfFile_Fd(map), buf, have);
+                rc = _PyPerfFile_Write(map, buf, have);
             }
             break;
         }
@@ -173,7 +164,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
         char *last = memrchr(buf, '\n', have);
         if (last != NULL) {
             size_t lines = (size_t)(last + 1 - buf);
-            rc = write_whole(_PyPerfFile_Fd(map), buf, lines);
+            rc = _PyPerfFile_Write(map, buf, lines);
             TEST_POINT("copied");
             memmove(buf, buf + lines, have - lines);
             have -= lines;

@@ -24,9 +24,10 @@
  * An arena is an ELF file of its own when it can be (Python/perf_elf.c:
  * perf then names and unwinds its trampolines from the file, with no
  * inject), and anonymous memory otherwise: when the file cannot be made
- * or mapped executable (/tmp mounted noexec, a security policy, a full
- * disk), every later arena of the process is anonymous, and the failure
- * waits in _PyPerfArena_TakeFileFailure() for the core to warn about once.
+ * or mapped executable (/tmp mounted noexec, a security policy), every
+ * later arena of the process is anonymous, and the failure waits in
+ * _PyPerfArena_TakeFileFailure() for the core to warn about once; a lack
+ * of room in /tmp makes only the arena at hand anonymous.
  * File arenas double up to 256 KiB of code, so that one file serves
  * thousands of functions.  Handing out a slot of a file arena writes its
  * symbol.
@@ -163,10 +164,12 @@ _PyPerfArena_TakeFileFailure(const char **what)
    is made only while the process would keep 1% of the limit free, and
    while the arenas stay within their share, 1/64 of it (1,023 arenas by
    default: 16 million functions with -X perf, 2.8 million with -X
-   perf_jit).  Otherwise, and when an arena's mmap() fails for lack of
-   memory, no arena is made: new functions run without a trampoline (the
-   core says so once), and room is looked for again after a second, then
-   after twice as long each time, up to a minute. */
+   perf_jit).  Otherwise, and when an arena's mmap() or allocations fail
+   for lack of memory, no arena is made: new functions run without a
+   trampoline (the core says so once), and room is looked for again after
+   a second, then after twice as long each time, up to a minute; but
+   never again once the arenas have their share (they are never
+   unmapped). */
 #define ARENA_MAPPINGS 5
 #define MAPPINGS_SHARE 64
 #define ROOM_RETRY_MIN_NS ((int64_t)1000000000)
@@ -175,6 +178,7 @@ _PyPerfArena_TakeFileFailure(const char **what)
 static struct {
     int64_t retry_ns;             /* no arena is made before this */
     int64_t backoff_ns;           /* the next wait, after a refusal */
+    int share_taken;              /* the arenas have their share */
     int pending;                  /* a refusal the core has not taken */
     char why[160];
 } maps_room;
@@ -240,10 +244,15 @@ refuse_arenas(void)
     maps_room.pending = 1;
 }
 
-/* May another arena be mapped?  0, or -1 and ENOMEM. */
+/* May another arena be mapped?  0, or -1 and ENOMEM.  Arenas are never
+   unmapped: once they have their share, no arena is made again. */
 static int
 room_for_arena(void)
 {
+    if (maps_room.share_taken) {
+        errno = ENOMEM;
+        return -1;
+    }
     if (maps_room.retry_ns != 0
         && _PyPerf_CoarseNowNs() < maps_room.retry_ns)
     {
@@ -251,32 +260,28 @@ room_for_arena(void)
         return -1;
     }
     long max = read_number("/proc/sys/vm/max_map_count");
-    if (max > 0) {
-        long share = max / MAPPINGS_SHARE;
-        long used = count_lines("/proc/self/maps");
-        if ((long)by_addr.n + 1 > share) {
-            PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
-                          "the trampolines' arenas have their share of the "
-                          "process's memory mappings (%zu arenas, "
-                          "vm.max_map_count / %d)", by_addr.n,
-                          MAPPINGS_SHARE);
-            goto refuse;
-        }
-        if (used >= 0 && used + ARENA_MAPPINGS > max - max / 100) {
-            PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
-                          "the process has %ld memory mappings of the %ld "
-                          "vm.max_map_count allows, and 1%% of them stays "
-                          "free for the program", used, max);
-            goto refuse;
-        }
+    if (max > 0 && (long)by_addr.n + 1 > max / MAPPINGS_SHARE) {
+        PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
+                      "the trampolines' arenas have their share of the "
+                      "process's memory mappings (%zu arenas, "
+                      "vm.max_map_count / %d), for good", by_addr.n,
+                      MAPPINGS_SHARE);
+        maps_room.share_taken = 1;
+        maps_room.pending = 1;
+        errno = ENOMEM;
+        return -1;
     }
-    maps_room.retry_ns = 0;
-    maps_room.backoff_ns = 0;
+    long used = max > 0 ? count_lines("/proc/self/maps") : -1;
+    if (used >= 0 && used + ARENA_MAPPINGS > max - max / 100) {
+        PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
+                      "the process has %ld memory mappings of the %ld "
+                      "vm.max_map_count allows, and 1%% of them stays "
+                      "free for the program", used, max);
+        refuse_arenas();
+        errno = ENOMEM;
+        return -1;
+    }
     return 0;
-refuse:
-    refuse_arenas();
-    errno = ENOMEM;
-    return -1;
 }
 
 const char *
@@ -336,15 +341,16 @@ arena_new(size_t slot_size)
     if (room_for_arena() < 0) {
         return NULL;
     }
+    _PyPerfArena *a = NULL;
     /* (first: an arena that could not be found would keep the code
        objects of its slots after their death) */
     if (by_addr_reserve() < 0) {
-        return NULL;
+        goto fail;
     }
-    _PyPerfArena *a = PyMem_RawCalloc(1, sizeof(_PyPerfArena));
+    a = PyMem_RawCalloc(1, sizeof(_PyPerfArena));
     if (a == NULL) {
         errno = ENOMEM;
-        return NULL;
+        goto fail;
     }
     /* Fresh anonymous pages are zeroed: the slot records need no
        memset. */
@@ -357,10 +363,15 @@ arena_new(size_t slot_size)
     if (files.use) {
         const char *what;
         a->elf = _PyPerfElf_New(nslots, slot_size, &mem, &what);
-        if (a->elf == NULL) {
-            files.use = 0;
+        int err = errno;
+        if (a->elf == NULL && err != ENOMEM) {
+            /* A lack of room is waited out: this arena is anonymous, the
+               next one a file again if there is room.  Any other failure
+               is for good.  (A lack of memory fails the anonymous arena
+               too, most likely.) */
+            files.use = _PyPerf_IsNoRoom(err);
             files.pending = 1;
-            files.err = errno;
+            files.err = err;
             files.what = what;
         }
     }
@@ -391,6 +402,8 @@ arena_new(size_t slot_size)
     }
     _PyPerf_arenas = a;
     by_addr_insert(a);
+    maps_room.retry_ns = 0;
+    maps_room.backoff_ns = 0;
     return a;
 fail:;
     int saved = errno;
@@ -398,7 +411,7 @@ fail:;
     if (saved == ENOMEM) {
         /* (EAGAIN from mmap() is a locked-memory limit: not ours) */
         PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
-                      "cannot map memory for trampolines: %s",
+                      "no memory for another arena: %s",
                       strerror(saved));
         refuse_arenas();
     }

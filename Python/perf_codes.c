@@ -251,8 +251,9 @@ assign_slot(_PyPerfBackendState *st, PyCodeObject *code, _PyPerfSlot **info_p)
         return NULL;
     }
     if (set_trampoline(code, tramp) < 0) {
+        /* (only a lack of memory is waited out: the core) */
+        errno = PyErr_ExceptionMatches(PyExc_MemoryError) ? ENOMEM : EINVAL;
         PyErr_Clear();
-        errno = ENOMEM;
         return NULL;
     }
     *info_p = _PyPerfSlot_Take(code);

@@ -864,6 +864,13 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
         goto fail_early;
     }
 
+    /* Room for its whole size: what it takes once every slot is
+       named. */
+    uint64_t spare;
+    *what = "find room beside /tmp's reserve for";
+    if (_PyPerf_TmpRoom(-1, L.file_size, &spare) < 0) {
+        goto fail_early;
+    }
     *what = "create";
     elf->fd = create_file(elf->path, sizeof(elf->path));
     if (elf->fd < 0) {
@@ -873,11 +880,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     uint64_t backed;
     char *mem;
     struct stat st;
-    uint64_t spare;
-    /* (its whole size: what it takes once every slot is named) */
-    *what = "find room beside /tmp's reserve for";
-    if (_PyPerf_TmpRoom(elf->fd, L.file_size, &spare) < 0
-        || write_file(elf->fd, img, tail, &L, &backed, what) < 0
+    if (write_file(elf->fd, img, tail, &L, &backed, what) < 0
         || (mem = map_file(elf->fd, &L, what)) == NULL)
     {
         goto fail;

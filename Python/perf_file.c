@@ -341,14 +341,14 @@ take_back(_PyPerfFile *file, char *buf, size_t n)
 /* The files never take the last blocks of their file system: a reserve
    of 1 MiB or 2% of it, whichever is larger, stays free for the other
    programs of the machine (on a tmpfs /tmp, those blocks are memory).
-   The map and the dump ask the file system after each 256 KiB they
+   The map and the dump ask the file system after each 64 KiB they
    append, and count what they write in between, unless another file
    (an arena's) asked in the meantime, about to take room of its own;
    after a refusal, not again for a second (the records are refused at no
    cost meanwhile).  The arena files ask before each allocation. */
 #define ROOM_RESERVE_MIN ((uint64_t)1 << 20)
 #define ROOM_RESERVE_PERCENT 2
-#define ROOM_ASK_EVERY ((uint64_t)256 * 1024)
+#define ROOM_ASK_EVERY ((uint64_t)64 * 1024)
 #define ROOM_RETRY_NS ((int64_t)1000000000)
 
 /* Counts the askers' answers (atomically: the map's writers may hold no
@@ -360,7 +360,8 @@ _PyPerf_TmpRoom(int fd, uint64_t need, uint64_t *spare)
 {
     struct statvfs sv;
     uint64_t unit;
-    if (fstatvfs(fd, &sv) < 0 || sv.f_blocks == 0
+    if ((fd >= 0 ? fstatvfs(fd, &sv) : statvfs("/tmp", &sv)) < 0
+        || sv.f_blocks == 0
         || (unit = sv.f_frsize ? sv.f_frsize : sv.f_bsize) == 0)
     {
         /* Cannot tell (or no size, a tmpfs mounted with size=0): the
@@ -487,6 +488,23 @@ _PyPerfFile_Commit(_PyPerfFile *file, size_t size)
         return -1;
     }
     return append(file, file->stage, size);
+}
+
+void
+_PyPerfFile_AskForRoom(_PyPerfFile *file)
+{
+    file->room = 0;
+    file->room_retry_ns = 0;
+}
+
+int
+_PyPerfFile_Write(_PyPerfFile *file, char *data, size_t size)
+{
+    /* In the order they were made: those waiting first. */
+    if (_PyPerfFile_Flush(file) < 0) {
+        return -1;
+    }
+    return append(file, data, size);
 }
 
 int

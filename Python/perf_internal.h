@@ -457,6 +457,14 @@ extern int _PyPerfFile_Commit(_PyPerfFile *file, size_t size);
    is flushed or closed: for trampolines whose names are also in an arena
    file, which a killed process leaves whole. */
 extern void _PyPerfFile_Later(_PyPerfFile *file, int later);
+/* The next record asks the file system for room, even within a second
+   of a refusal (an activation asks again at once). */
+extern void _PyPerfFile_AskForRoom(_PyPerfFile *file);
+/* Append `size` bytes of whole records (any number) at `data`, after
+   the records that wait, with one write(), as Append does; `data` may be
+   overwritten (a record the file had room for only in part is blanked).
+   0, or -1 and errno. */
+extern int _PyPerfFile_Write(_PyPerfFile *file, char *data, size_t size);
 /* Write the records waiting: 0, or -1 and errno (as Append). */
 extern int _PyPerfFile_Flush(_PyPerfFile *file);
 /* Non-zero if the file already held records of this process when it was
@@ -471,7 +479,8 @@ extern const char *_PyPerfFile_Path(const _PyPerfFile *file);
    number given to another file: nothing of ours goes into that one, and it
    is not ours to close.  If not, *fd becomes -1.  Returns *fd >= 0. */
 extern int _PyPerf_KeepIfSameFile(int *fd, dev_t dev, ino_t ino);
-/* Room for `need` more bytes on the file system of `fd`, beside the
+/* Room for `need` more bytes on the file system of `fd` (-1: /tmp's),
+   beside the
    reserve the files leave free for other programs: 0 and in *spare what
    would be left beside the reserve, or -1 and ENOSPC. */
 extern int _PyPerf_TmpRoom(int fd, uint64_t need, uint64_t *spare);

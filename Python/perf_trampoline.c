@@ -178,8 +178,12 @@ static struct {
     backend_state *flush_failed;  /* whose */
     int activating_after_fork;    /* set while a child of fork()
                                      re-activates its parent's backend */
-    int warned_no_room;           /* /tmp's reserve reached: said once */
-    int warned_no_arena;          /* arenas refused: said once */
+    int warned_no_room;           /* /tmp's reserve reached: said once
+                                     per activation */
+    int warned_no_arena;          /* arenas refused: the same */
+    int undescribed;              /* trampolines left undescribed for lack
+                                     of room: the next activation of the
+                                     active backend describes them */
     int in_child_hooks;           /* set in a child of fork() while
                                      PyOS_AfterFork_Child() runs the
                                      at-fork hooks: new code objects that
@@ -194,6 +198,8 @@ static struct {
 };
 
 void (*_PyPerf_observer)(int event);
+
+static void warn_no_room(const backend_state *st);
 
 /* Tell the observer, if any (Python/perf_live.c), of `event`. */
 static void
@@ -424,6 +430,8 @@ typedef enum {
     SWITCHED,
     NO_FILE,                      /* the backend's file could not be made */
     NOT_DESCRIBED,                /* ... or written to */
+    SWITCHED_NO_ROOM,             /* switched, but the file had no room
+                                     for every record */
 } switch_result;
 
 /* Make `st` the active backend: its file first, so that if it cannot be
@@ -439,6 +447,12 @@ switch_to(backend_state *st, PyInterpreterState *interp)
                            : describe_activated(st) < 0 ? NOT_DESCRIBED
                            : SWITCHED;
     int saved = errno;
+    if (result == NOT_DESCRIBED && _PyPerf_IsNoRoom(saved)) {
+        /* Waited out like any lack of room (the caller warns): what is
+           left undescribed is described by the next activation. */
+        core.undescribed = 1;
+        result = SWITCHED_NO_ROOM;
+    }
     if (result == NOT_DESCRIBED) {
         _PyPerfFile_Close(st->file);
         /* Describing may have moved live code objects to slots of the new
@@ -449,7 +463,7 @@ switch_to(backend_state *st, PyInterpreterState *interp)
             (void)_PyPerfCode_DescribeAll(core.active);
         }
     }
-    if (result == SWITCHED) {
+    if (result == SWITCHED || result == SWITCHED_NO_ROOM) {
         deactivate_locked();
         core.active = st;
         _PyPerf_hook = _PyPerfTrampoline_EvalFrame;
@@ -475,11 +489,21 @@ _PyPerf_Activate(const char *name)
     if (refuse_activation(interp) < 0) {
         return -1;
     }
+    /* (a new activation says again what it runs short of) */
+    core.warned_no_room = 0;
+    core.warned_no_arena = 0;
     if (st == core.active && !core.forked
         && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
     {
         /* Already on: the records that wait in a block go out, so that a
-           reader of the map (or dump) finds every one so far. */
+           reader of the map (or dump) finds every one so far; and those
+           that had no room, if there is room now. */
+        if (core.undescribed) {
+            pthread_mutex_lock(&_PyPerf_files_lock);
+            _PyPerfFile_AskForRoom(st->file);
+            core.undescribed = describe_activated(st) < 0;
+            pthread_mutex_unlock(&_PyPerf_files_lock);
+        }
         (void)_PyPerfTrampoline_Flush();
         _PyPerf_WarnLostRecords();
         return 0;
@@ -493,6 +517,11 @@ _PyPerf_Activate(const char *name)
     switch_result result = switch_to(st, interp);
     int saved = errno;
     TEST_POINT("activated");
+    if (result == SWITCHED_NO_ROOM) {
+        errno = saved;
+        warn_no_room(st);
+        return 0;
+    }
     if (result != SWITCHED) {
         errno = saved;
         /* (No file at all: it could not be allocated.) */
@@ -639,8 +668,9 @@ warn_no_room(const backend_state *st)
     core.warned_no_room = 1;
     _PyPerf_Warn("perf trampoline: no room left in /tmp (%s; it leaves 1 "
                  "MiB or 2%% of it free for other programs): functions "
-                 "named so far stay named; new ones are named in %s only "
-                 "once there is room again; the %s backend stays on",
+                 "named so far stay named, those first called until there "
+                 "is room again are named in %s only when the backend is "
+                 "activated again; the %s backend stays on",
                  strerror(errno), _PyPerfFile_Path(st->file),
                  st->backend->name);
 }
@@ -692,17 +722,18 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     backend_state *st = core.active;
     _PyPerfSlot *info;
     char *tramp = _PyPerfCode_Trampoline(st, code, &info);
-    /* Off before the warning, whose Python code (a showwarning(), a
-       logging handler) would otherwise make trampolines and write to a
-       file that just failed. */
     if (tramp == NULL && errno == ENOMEM) {
         /* Out of room for mappings or memory: the backend stays on, and
            the arenas say when to look again (the code object is asked
-           for again on its next call). */
+           for again on its next call).  The warning's Python code (a
+           showwarning(), a logging handler) finds the arenas refused,
+           and the warning given. */
         warn_no_arena(_PyPerfArena_TakeRoomFailure());
         warn_arena_file_failure(st);
         return NULL;
     }
+    /* Off before the warning, whose Python code would otherwise make
+       trampolines and write to a file that just failed. */
     if (tramp == NULL) {
         /* Once: calls of new code objects would all try again. */
         int saved = errno;
@@ -732,6 +763,7 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
     core.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (failed && _PyPerf_IsNoRoom(saved)) {
+        core.undescribed = 1;
         errno = saved;
         warn_no_room(blame);
     }

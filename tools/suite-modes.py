@@ -258,10 +258,17 @@ def rerun_failures(args, mode, run, known, private_tmp):
         return not cases or any((c, mode) not in known for c in cases)
     failed = [m for m, v in sorted(run["modules"].items())
               if v == "fail" and unexplained(m)]
-    if not failed or args.reuse:
+    if not failed:
         return []
-    again = run_mode(args, mode, private_tmp, tests=failed,
-                     name=f"{mode}-again")
+    if args.reuse:
+        path = os.path.join(args.out, f"{mode}-again.json")
+        if not os.path.exists(path):
+            return []
+        with open(path) as f:
+            again = json.load(f)
+    else:
+        again = run_mode(args, mode, private_tmp, tests=failed,
+                         name=f"{mode}-again")
     modules = module_results(again["log"])
     cases = case_results(again["xml"])
     flaky = []
