@@ -40,8 +40,9 @@
  * arena of a trampoline in O(log n) steps, for every code object's death
  * among them, however many arenas a long-running process has made.
  *
- * This file calls only the arena files (Python/perf_elf.c) and the symbol
- * names (Python/perf_names.c, to forget a dead code object's).
+ * This file calls only the arena files (Python/perf_elf.c), the symbol
+ * names (Python/perf_names.c, to forget a dead code object's) and the
+ * writer's reader of small /proc files (Python/perf_file.c).
  */
 
 #include "Python.h"
@@ -202,7 +203,9 @@ count_lines(const char *path)
             close(fd);
             return n < 0 ? -1 : lines;
         }
-        for (char *p = buf; (p = memchr(p, '\n', buf + n - p)) != NULL; p++) {
+        for (char *p = buf; (p = memchr(p, '\n', buf + n - p)) != NULL;
+             p++)
+        {
             lines++;
         }
     }
@@ -212,20 +215,10 @@ count_lines(const char *path)
 static long
 read_number(const char *path)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
     char buf[32];
-    ssize_t n;
-    do {
-        n = read(fd, buf, sizeof(buf) - 1);
-    } while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n <= 0) {
+    if (_PyPerf_ReadSmallFile(path, buf, sizeof(buf)) <= 0) {
         return -1;
     }
-    buf[n] = '\0';
     char *end;
     long v = strtol(buf, &end, 10);
     return end != buf && v > 0 ? v : -1;

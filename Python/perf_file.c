@@ -109,6 +109,24 @@ _PyPerfFile_New(void)
     return file;
 }
 
+ssize_t
+_PyPerf_ReadSmallFile(const char *path, char *buf, size_t size)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return -1;
+    }
+    ssize_t n;
+    do {
+        n = read(fd, buf, size - 1);
+    } while (n < 0 && errno == EINTR);
+    close(fd);
+    if (n >= 0) {
+        buf[n] = '\0';
+    }
+    return n;
+}
+
 /* When this process started, in nanoseconds of the real-time clock as it
    reads now; -1 if that cannot be had.  The kernel keeps the start in
    clock ticks since boot (/proc/self/stat, field 22): the start of the
@@ -121,19 +139,9 @@ static int64_t
 process_start_ns(void)
 {
     char buf[1024];
-    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
+    if (_PyPerf_ReadSmallFile("/proc/self/stat", buf, sizeof(buf)) <= 0) {
         return -1;
     }
-    ssize_t n;
-    do {
-        n = read(fd, buf, sizeof(buf) - 1);
-    } while (n < 0 && errno == EINTR);
-    close(fd);
-    if (n <= 0) {
-        return -1;
-    }
-    buf[n] = '\0';
     /* Field 2, the command name in parentheses, may hold anything: count
        the fields from its last ')'. */
     char *p = strrchr(buf, ')');

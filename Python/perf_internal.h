@@ -479,6 +479,10 @@ extern const char *_PyPerfFile_Path(const _PyPerfFile *file);
    number given to another file: nothing of ours goes into that one, and it
    is not ours to close.  If not, *fd becomes -1.  Returns *fd >= 0. */
 extern int _PyPerf_KeepIfSameFile(int *fd, dev_t dev, ino_t ino);
+/* Read at most `size` - 1 bytes of the file at `path` (a small one of
+   /proc) into `buf`, NUL-terminated: the count, or -1 and errno. */
+extern ssize_t _PyPerf_ReadSmallFile(const char *path, char *buf,
+                                     size_t size);
 /* Room for `need` more bytes on the file system of `fd` (-1: /tmp's),
    beside the
    reserve the files leave free for other programs: 0 and in *spare what
