@@ -77,8 +77,8 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
     *p++ = '\n';
     pthread_mutex_lock(&_PyPerf_files_lock);
     _PyPerfFile *map = _PyPerf_OpenMap();
-    /* (through the writer: the records that wait go first, and /tmp's
-       reserve is kept) */
+    /* (through the writer: /tmp's reserve is kept, and a record written
+       in part taken back) */
     int rc = map == NULL ? -1 : _PyPerfFile_Write(map, line,
                                                   (size_t)(p - line));
     pthread_mutex_unlock(&_PyPerf_files_lock);

@@ -280,7 +280,7 @@ room_for_arena(void)
 const char *
 _PyPerfArena_TakeRoomFailure(void)
 {
-    if (!maps_room.pending) {
+    if (!maps_room.pending && !maps_room.share_taken) {
         return NULL;
     }
     maps_room.pending = 0;

@@ -251,8 +251,11 @@ assign_slot(_PyPerfBackendState *st, PyCodeObject *code, _PyPerfSlot **info_p)
         return NULL;
     }
     if (set_trampoline(code, tramp) < 0) {
-        /* (only a lack of memory is waited out: the core) */
-        errno = PyErr_ExceptionMatches(PyExc_MemoryError) ? ENOMEM : EINVAL;
+        /* (only a lack of memory is waited out: the core; 3.11's
+           _PyCode_SetExtra() sets no exception when its realloc fails) */
+        errno = (!PyErr_Occurred()
+                 || PyErr_ExceptionMatches(PyExc_MemoryError)) ? ENOMEM
+                                                               : EINVAL;
         PyErr_Clear();
         return NULL;
     }

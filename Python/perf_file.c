@@ -508,10 +508,6 @@ _PyPerfFile_AskForRoom(_PyPerfFile *file)
 int
 _PyPerfFile_Write(_PyPerfFile *file, char *data, size_t size)
 {
-    /* In the order they were made: those waiting first. */
-    if (_PyPerfFile_Flush(file) < 0) {
-        return -1;
-    }
     return append(file, data, size);
 }
 

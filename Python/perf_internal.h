@@ -339,9 +339,10 @@ extern void _PyPerfArena_ForgetCodes(void);
 /* Once, after arena files stopped working (later arenas are anonymous):
    the errno, with *what the step that failed; 0 otherwise. */
 extern int _PyPerfArena_TakeFileFailure(const char **what);
-/* Once, after arenas were refused for lack of room for mappings (new
+/* After arenas were refused for lack of room for mappings or memory (new
    functions then run without a trampoline, and room is looked for again
-   later): why; NULL otherwise. */
+   later): why, once, and always once the arenas have their share of
+   mappings (then for good); NULL otherwise. */
 extern const char *_PyPerfArena_TakeRoomFailure(void);
 
 /* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
@@ -460,10 +461,11 @@ extern void _PyPerfFile_Later(_PyPerfFile *file, int later);
 /* The next record asks the file system for room, even within a second
    of a refusal (an activation asks again at once). */
 extern void _PyPerfFile_AskForRoom(_PyPerfFile *file);
-/* Append `size` bytes of whole records (any number) at `data`, after
-   the records that wait, with one write(), as Append does; `data` may be
-   overwritten (a record the file had room for only in part is blanked).
-   0, or -1 and errno. */
+/* Append `size` bytes of whole records (any number) at `data` with one
+   write(), keeping /tmp's reserve, before the records that wait (which
+   name trampolines the arena files name too); `data` may be overwritten
+   (a record the file had room for only in part is blanked).  0, or -1
+   and errno. */
 extern int _PyPerfFile_Write(_PyPerfFile *file, char *data, size_t size);
 /* Write the records waiting: 0, or -1 and errno (as Append). */
 extern int _PyPerfFile_Flush(_PyPerfFile *file);

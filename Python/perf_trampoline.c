@@ -381,7 +381,14 @@ _PyPerf_WarnLostRecords(void)
     backend_state *st = core.flush_failed;
     core.flush_errno = 0;
     pthread_mutex_unlock(&_PyPerf_files_lock);
-    if (err != 0) {
+    if (err != 0 && _PyPerf_IsNoRoom(err)) {
+        /* Waited out: the next activation writes those records again
+           (their generation is a new one: describe_activated()). */
+        core.undescribed = 1;
+        errno = err;
+        warn_no_room(st);
+    }
+    else if (err != 0) {
         errno = err;
         _PyPerfFile_Warn(st->file, "write", st->backend->name);
     }
@@ -450,8 +457,10 @@ switch_to(backend_state *st, PyInterpreterState *interp)
     if (result == NOT_DESCRIBED && _PyPerf_IsNoRoom(saved)) {
         /* Waited out like any lack of room (the caller warns): what is
            left undescribed is described by the next activation. */
-        core.undescribed = 1;
         result = SWITCHED_NO_ROOM;
+    }
+    if (result == SWITCHED || result == SWITCHED_NO_ROOM) {
+        core.undescribed = result == SWITCHED_NO_ROOM;
     }
     if (result == NOT_DESCRIBED) {
         _PyPerfFile_Close(st->file);
@@ -498,12 +507,25 @@ _PyPerf_Activate(const char *name)
         /* Already on: the records that wait in a block go out, so that a
            reader of the map (or dump) finds every one so far; and those
            that had no room, if there is room now. */
-        if (core.undescribed) {
-            pthread_mutex_lock(&_PyPerf_files_lock);
-            _PyPerfFile_AskForRoom(st->file);
-            core.undescribed = describe_activated(st) < 0;
-            pthread_mutex_unlock(&_PyPerf_files_lock);
+        pthread_mutex_lock(&_PyPerf_files_lock);
+        /* (at once, even within a second of a refusal) */
+        _PyPerfFile_AskForRoom(st->file);
+        int failed = core.undescribed && describe_activated(st) < 0;
+        int saved = errno;
+        pthread_mutex_unlock(&_PyPerf_files_lock);
+        if (failed && _PyPerf_IsNoRoom(saved)) {
+            errno = saved;
+            warn_no_room(st);
+            return 0;
         }
+        if (failed) {
+            _PyPerf_Deactivate();
+            errno = saved;
+            _PyPerfFile_Warn(st->file, "write", st->backend->name);
+            errno = saved;
+            return 1;
+        }
+        core.undescribed = 0;
         (void)_PyPerfTrampoline_Flush();
         _PyPerf_WarnLostRecords();
         return 0;
@@ -520,6 +542,8 @@ _PyPerf_Activate(const char *name)
     if (result == SWITCHED_NO_ROOM) {
         errno = saved;
         warn_no_room(st);
+        /* (the backend that was active may have lost its last block) */
+        _PyPerf_WarnLostRecords();
         return 0;
     }
     if (result != SWITCHED) {
