@@ -40,6 +40,25 @@
  * arena of a trampoline in O(log n) steps, for every code object's death
  * among them, however many arenas a long-running process has made.
  *
+ * Dead arenas
+ * -----------
+ * An arena that hands out no more slots (a newer one exists) and whose
+ * code objects have all died is retired: what only live functions need
+ * goes.  Its objects for debuggers are unregistered and freed (no frame
+ * runs in it any more), and the pages of its slot records (which read
+ * back as zeros: no code object) and, for a file arena, of its code are
+ * given back with MADV_DONTNEED.  A file's code pages come back from the
+ * file, byte for byte, if they are ever read again: a frame whose code
+ * object died in its own frame clear returns through its trampoline's
+ * last instructions after the death.  An anonymous arena's code would
+ * come back as zeros, so it keeps its pages.  The mapping and the file
+ * stay: their addresses must not get another owner while a reader may
+ * still name them after the dead function.  So a service that keeps
+ * making and dropping functions keeps, per dead function, only its share
+ * of the code's mapping and of its file in /tmp.  An arena one of whose
+ * frames may still run in a slot whose code object moved to a wider slot
+ * (_PyPerfCode_DescribeAll(), at a switch of backends) is never retired.
+ *
  * This file calls only the arena files (Python/perf_elf.c), the symbol
  * names (Python/perf_names.c, to forget a dead code object's) and the
  * writer's reader of small /proc files (Python/perf_file.c).
@@ -257,7 +276,7 @@ room_for_arena(void)
         PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
                       "the trampolines' arenas have their share of the "
                       "process's memory mappings (%zu arenas, "
-                      "vm.max_map_count / %d), for good", by_addr.n,
+                      "vm.max_map_count / %d)", by_addr.n,
                       MAPPINGS_SHARE);
         maps_room.share_taken = 1;
         maps_room.pending = 1;
@@ -275,6 +294,12 @@ room_for_arena(void)
         return -1;
     }
     return 0;
+}
+
+int
+_PyPerfArena_ShareTaken(void)
+{
+    return maps_room.share_taken;
 }
 
 const char *
@@ -313,15 +338,47 @@ anonymous_code(size_t size, size_t slot_size, size_t nslots)
     return mem;
 }
 
-/* A new arena of trampolines `slot_size` bytes apart. */
-static _PyPerfArena *
-arena_new(size_t slot_size)
+static size_t
+arena_page_size(void)
 {
     static size_t page;
     if (page == 0) {
         long n = sysconf(_SC_PAGESIZE);
         page = n > 0 ? (size_t)n : 4096;
     }
+    return page;
+}
+
+/* Retire `a` if it is dead (see "Dead arenas" above).  Called from a
+   code object's deallocation: keeps errno. */
+static void
+arena_retire_if_dead(_PyPerfArena *a)
+{
+    if (a->nlive != 0 || a->retired || a->pinned || a == _PyPerf_arenas) {
+        return;
+    }
+    int saved = errno;
+    a->retired = 1;
+    if (a->image != NULL) {
+        _PyPerfImage_Free(a->image);
+        a->image = NULL;
+    }
+    (void)madvise(a->info, a->nslots * sizeof(_PyPerfSlot), MADV_DONTNEED);
+    if (a->in_file) {
+        /* (the whole private mapping of the file: the kernel maps the
+           pages around a faulting one too) */
+        uintptr_t page = (uintptr_t)arena_page_size();
+        uintptr_t lo = (uintptr_t)a->start & ~(page - 1);
+        (void)madvise((void *)lo, a->code_map_size, MADV_DONTNEED);
+    }
+    errno = saved;
+}
+
+/* A new arena of trampolines `slot_size` bytes apart. */
+static _PyPerfArena *
+arena_new(size_t slot_size)
+{
+    size_t page = arena_page_size();
     size_t max = files.use ? FILE_ARENA_MAX_SIZE : ARENA_MAX_SIZE;
     max = page > max ? page : max;
     size_t size = _PyPerf_arenas == NULL ? page : _PyPerf_arenas->size * 2;
@@ -381,6 +438,7 @@ arena_new(size_t slot_size)
        stops there); nothing else changes. */
     a->image = _PyPerfImage_New(mem, nslots, slot_size);
     a->in_file = a->elf != NULL;
+    a->code_map_size = a->in_file ? _PyPerfElf_CodeMapSize(a->elf) : 0;
     a->start = mem;
     a->size = size;
     a->slot_size = slot_size;
@@ -395,6 +453,10 @@ arena_new(size_t slot_size)
     }
     _PyPerf_arenas = a;
     by_addr_insert(a);
+    if (a->prev != NULL) {
+        /* (its functions may all have died while it was the newest) */
+        arena_retire_if_dead(a->prev);
+    }
     maps_room.retry_ns = 0;
     maps_room.backoff_ns = 0;
     return a;
@@ -434,12 +496,31 @@ _PyPerfSlot_InFile(const char *tramp)
 void
 _PyPerfArena_ForgetCode(void *tramp)
 {
-    if (tramp != NULL) {
-        _PyPerfSlot *info = _PyPerfSlot_Of(tramp);
-        if (info != NULL) {
-            _PyPerf_ForgetName(info->code);
-            info->code = NULL;
-        }
+    if (tramp == NULL) {
+        return;
+    }
+    _PyPerfArena *a = arena_of(tramp);
+    if (a == NULL) {
+        return;
+    }
+    size_t i = (size_t)((const char *)tramp - a->start) / a->slot_size;
+    if (i < a->nslots && a->info[i].code != NULL) {
+        _PyPerf_ForgetName(a->info[i].code);
+        a->info[i].code = NULL;
+        a->nlive--;
+        arena_retire_if_dead(a);
+    }
+}
+
+void
+_PyPerfArena_CodeMoved(_PyPerfArena *a, size_t i, int running)
+{
+    if (a->info[i].code != NULL) {
+        a->info[i].code = NULL;
+        a->nlive--;
+    }
+    if (running) {
+        a->pinned = 1;
     }
 }
 
@@ -513,6 +594,7 @@ _PyPerfSlot_Take(PyCodeObject *code)
     }
     _PyPerfSlot *info = &a->info[a->nused++];
     info->code = code;
+    a->nlive++;
     return info;
 }
 
@@ -537,6 +619,7 @@ _PyPerfArena_ForgetCodes(void)
         for (size_t i = 0; i < a->nused; i++) {
             a->info[i].code = NULL;
         }
+        a->nlive = 0;
     }
 }
 

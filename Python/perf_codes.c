@@ -316,7 +316,7 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
                 _PyPerfSlot *moved;
                 char *new_tramp = assign_slot(st, info->code, &moved);
                 if (new_tramp != NULL) {
-                    info->code = NULL;
+                    _PyPerfArena_CodeMoved(a, i, running);
                     info = moved;
                     tramp = new_tramp;
                 }

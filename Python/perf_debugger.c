@@ -423,6 +423,21 @@ fail:;
     return NULL;
 }
 
+/* Both objects unregistered and unmapped, then `img` freed. */
+void
+_PyPerfImage_Free(_PyPerfImage *img)
+{
+    jit_object *objects[2] = {&img->recent, &img->arena};
+    for (int k = 0; k < 2; k++) {
+        jit_object *o = objects[k];
+        if (o->mem != NULL) {
+            withdraw(o);
+            munmap(o->mem, o->mem_size);
+        }
+    }
+    PyMem_RawFree(img);
+}
+
 /* Where the recent object's .text starts, and its size: the slots after
    those the arena's object names. */
 static uint64_t
@@ -535,6 +550,11 @@ _PyPerfImage_New(const char *Py_UNUSED(code), size_t Py_UNUSED(nslots),
 {
     errno = ENOSYS;
     return NULL;
+}
+
+void
+_PyPerfImage_Free(_PyPerfImage *Py_UNUSED(img))
+{
 }
 
 int

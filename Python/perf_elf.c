@@ -1019,6 +1019,14 @@ _PyPerfElf_Close(_PyPerfElf *elf)
     PyMem_RawFree(elf);
 }
 
+size_t
+_PyPerfElf_CodeMapSize(const _PyPerfElf *elf)
+{
+    /* (the code's mapping ends where the tables' starts: vaddr ==
+       offset) */
+    return (size_t)elf->tables_off;
+}
+
 void
 _PyPerfElf_Drop(_PyPerfElf *elf)
 {
@@ -1073,6 +1081,12 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
 void
 _PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf))
 {
+}
+
+size_t
+_PyPerfElf_CodeMapSize(const _PyPerfElf *Py_UNUSED(elf))
+{
+    return 0;
 }
 
 void

@@ -239,6 +239,9 @@ extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
 extern void _PyPerfElf_Close(_PyPerfElf *elf);
 /* The same in the child of fork(), without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
+/* Bytes of the file's private, read+execute mapping (headers, code,
+   unwind tables), which starts on the page of the code. */
+extern size_t _PyPerfElf_CodeMapSize(const _PyPerfElf *elf);
 /* In the child of fork(): its files are numbered from 0 (under its own
    pid). */
 extern void _PyPerfElf_AfterFork(void);
@@ -266,6 +269,8 @@ extern _PyPerfImage *_PyPerfImage_New(const char *code, size_t nslots,
    (the slot stays without a name). */
 extern int _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name,
                              size_t len, size_t file_at, int lineno);
+/* Unregister `img`, whose slots will never run again, and free it. */
+extern void _PyPerfImage_Free(_PyPerfImage *img);
 
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 
@@ -309,6 +314,13 @@ typedef struct _PyPerfArena {
     int full;                     /* hands out no more slots */
     int in_file;                  /* its code is an arena file's */
     _PyPerfImage *image;          /* what debuggers read, or NULL */
+    size_t code_map_size;         /* of a file arena's mapping, from the
+                                     page of `start` */
+    size_t nlive;                 /* slots whose code object lives */
+    int pinned;                   /* a frame may run in a slot whose code
+                                     object moved: never retired */
+    int retired;                  /* its functions all died: see
+                                     perf_arena.c, "Dead arenas" */
 } _PyPerfArena;
 
 /* Every arena, newest first. */
@@ -332,6 +344,9 @@ extern _PyPerfSlot *_PyPerfSlot_Find(const char *tramp, PyCodeObject *code,
                                      size_t slot_size);
 /* The co_extra free function of trampolines: `code` is going away. */
 extern void _PyPerfArena_ForgetCode(void *tramp);
+/* Slot `i` of `a` lost its code object to a wider slot; a frame may
+   still run in it if `running`. */
+extern void _PyPerfArena_CodeMoved(_PyPerfArena *a, size_t i, int running);
 /* In the child of fork(): every arena so far is the parent's. */
 extern void _PyPerfArena_MarkInherited(void);
 /* Finalization: the code objects die; the slots stay used. */
@@ -344,6 +359,9 @@ extern int _PyPerfArena_TakeFileFailure(const char **what);
    later): why, once, and always once the arenas have their share of
    mappings (then for good); NULL otherwise. */
 extern const char *_PyPerfArena_TakeRoomFailure(void);
+/* Have the arenas their share of mappings (no arena is ever made
+   again)? */
+extern int _PyPerfArena_ShareTaken(void);
 
 /* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
 

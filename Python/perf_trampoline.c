@@ -711,8 +711,11 @@ warn_no_arena(const char *why)
     _PyPerf_Warn("perf trampoline: no room for more trampolines: %s; "
                  "functions called for the first time from now on run "
                  "without one (perf shows the interpreter's frame for "
-                 "them) until there is room again",
-                 why != NULL ? why : strerror(ENOMEM));
+                 "them) %s", why != NULL ? why : strerror(ENOMEM),
+                 _PyPerfArena_ShareTaken()
+                 ? "for as long as the process runs (arenas are never "
+                   "unmapped)"
+                 : "until there is room again");
 }
 
 /* An arena file that failed, if one did since the last call. */

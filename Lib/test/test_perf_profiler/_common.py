@@ -35,6 +35,28 @@ exec("\\n".join(f"def f{i}(): return {i}" for i in range(3000)), ns)
 print(sum(ns[f"f{i}"]() for i in range(3000)))
 """
 
+# A long-running service's churn: distinct functions made, called once
+# and dropped, at most 100 alive (code.replace(): cheap).  churn(n) yields
+# every 100 functions.
+CHURN = """\
+import os, sys, types
+print("PID", os.getpid(), flush=True)
+def template():
+    return 1
+code = template.__code__
+alive = []
+def churn(n):
+    for i in range(n):
+        f = types.FunctionType(
+            code.replace(co_name=f"c{i}", co_firstlineno=i + 1), {})
+        f()
+        alive.append(f)
+        if len(alive) > 100:
+            del alive[0]
+        if i % 100 == 0:
+            yield i
+"""
+
 # Ends NESTED after the work, the hard way.
 KILL_ITSELF = """\
 baz(10_000_000)

@@ -203,12 +203,12 @@ class DebuggerTests(unittest.TestCase):
         self.assertTrue(any(f in START for f in below),
                         f"the backtrace does not reach {START}:\n{text}")
 
-    def start(self, backend):
-        """The script, sleeping in f3 under `backend` ("off": none): the
-        Popen."""
+    def start(self, backend, script=None):
+        """The script (NEST unless `script`), sleeping in f3 under
+        `backend` ("off": none): the Popen."""
         options = [] if backend == "off" else ["-X", backend]
         proc = subprocess.Popen(
-            [sys.executable, *options, self.script],
+            [sys.executable, *options, script or self.script],
             stdout=subprocess.PIPE, text=True, env=env_with())
         forget_process(self, proc)
         self.addCleanup(proc.wait)
@@ -233,6 +233,39 @@ class DebuggerTests(unittest.TestCase):
                 proc = self.start(backend)
                 out = self.gdb("-p", str(proc.pid), "-ex", "bt")
                 self.assert_python_frames(out)
+
+    def test_gdb_with_dead_arenas(self):
+        # f1 makes and drops 100,000 functions (arenas whose functions all
+        # died are retired: their objects for debuggers unregistered and
+        # freed), then calls f2 and f3: gdb names every frame, f1's in an
+        # arena made before them, f2's and f3's in the newest.
+        churned = NEST.replace("import os,", "import types, os,").replace(
+            "def f1():\n    f2()\n",
+            "def f1():\n"
+            "    code = (lambda: None).__code__\n"
+            "    for i in range(100_000):\n"
+            "        types.FunctionType(code.replace(co_name=f'c{i}'), {})()\n"
+            "    f2()\n")
+        self.assertNotEqual(churned, NEST)
+        # (in NEST's place: the frames' file and lines are the same)
+        script = make_script(self.tmp, "nest", churned)
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = self.start(backend, script)
+                out = self.gdb("-p", str(proc.pid), "-ex", "bt")
+                self.assert_python_frames(out)
+        # Started by gdb, which then sees the objects go: 6,000 functions
+        # under perf_jit (2,730 to an arena) retire two arenas while it
+        # watches (every name stops the program in gdb: a few seconds).
+        script = make_script(self.tmp, "nest",
+                             churned.replace("100_000", "6_000"))
+        out = self.gdb("-ex", "run", "-ex", "bt", "-ex", "kill",
+                       "--args", sys.executable, "-X", "perf_jit", script,
+                       "interrupt")
+        for pid in re.findall(r"^PID (\d+)$", out, re.M):
+            forget_files(self, int(pid))
+        self.assertIn("SIGINT", out)
+        self.assert_python_frames(out)
 
     @support.skip_if_sanitizer("gcore writes no core that gdb can read of "
                                "an AddressSanitizer process (its shadow "

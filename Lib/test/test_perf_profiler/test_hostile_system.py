@@ -22,7 +22,7 @@ from test.support.perf_helper import (
     forget_path, jit_path, map_path, read_jitdump, read_map_file, script_pid)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
-    HostileInputCase, MANY_FUNCTIONS, interpreter_dirs_under_tmp,
+    CHURN, HostileInputCase, MANY_FUNCTIONS, interpreter_dirs_under_tmp,
     pid_namespace_command, rebind_interpreter, setUpModule, tearDownModule)
 
 
@@ -242,27 +242,6 @@ class TestHostileInput(HostileInputCase):
         loads = [rec for rid, rec in records if rid == JIT_CODE_LOAD]
         self.assertGreater(len(loads), 100)
 
-    # A long-running service's churn: distinct functions made, called once
-    # and dropped, at most 100 alive (code.replace(): cheap).
-    CHURN = """
-        import os, sys, types
-        print("PID", os.getpid(), flush=True)
-        def template():
-            return 1
-        code = template.__code__
-        alive = []
-        def churn(n):
-            for i in range(n):
-                f = types.FunctionType(
-                    code.replace(co_name=f"c{i}", co_firstlineno=i + 1), {})
-                f()
-                alive.append(f)
-                if len(alive) > 100:
-                    del alive[0]
-                if i % 100 == 0:
-                    yield i
-        """
-
     def test_tmp_reserve_kept_under_churn(self):
         # A 20 MiB /tmp and 300,000 new functions, more than its files can
         # hold: the files stop at the reserve (1 MiB here, polled by the
@@ -270,7 +249,7 @@ class TestHostileInput(HostileInputCase):
         # backend stays on, functions named before stay named; once room
         # is made (the program removes a file of its own), a function
         # first called a second later is named again.
-        code = textwrap.dedent(self.CHURN) + textwrap.dedent("""
+        code = CHURN + textwrap.dedent("""
             import time
             with open("/tmp/filler", "wb") as f:
                 f.write(bytes(2 << 20))
@@ -324,7 +303,7 @@ class TestHostileInput(HostileInputCase):
         # to two by MALLOC_ARENA_MAX, whatever the number of CPUs): all
         # start; one warning; the backend stays on.  (100 threads took
         # 203 to 232 mappings here, from the 250: too close to call.)
-        code = textwrap.dedent(self.CHURN) + textwrap.dedent("""
+        code = CHURN + textwrap.dedent("""
             import ctypes, mmap, threading
             libc = ctypes.CDLL(None, use_errno=True)
             libc.mmap.restype = ctypes.c_void_p
