@@ -9,11 +9,13 @@
  * just taking the next slot.  Slots are 16 bytes apart, or more when the
  * active backend needs room after each trampoline (the jitdump's: 96, see
  * Python/perf_jit_trampoline.c): the caller says how far apart.
- * Trampolines are never reused: a later owner of the same addresses would
- * be misnamed in samples taken before.  Each slot has a record, beside the
- * arena: its code object (forgotten when the code object dies), and bits
- * that Python/perf_codes.c keeps there about which backends have
- * been told about it, in which generation of forked children.
+ * A slot is never handed out twice in one arena file: a later owner of
+ * the same addresses would be misnamed in samples taken before (a dead
+ * arena's addresses go to a new file, below).  Each slot has a record,
+ * beside the arena: its code object (forgotten when the code object
+ * dies), and bits that Python/perf_codes.c keeps there about which
+ * backends have been told about it, in which generation of forked
+ * children.
  *
  * Arenas start at one page (enough for start-up) and double up to 64 KiB
  * or one page, whichever is larger (kernels with 64 KiB pages exist), so
@@ -35,10 +37,11 @@
  * No arena is made while the process is short of memory mappings ("Room
  * for mappings" below): new code objects then run without a trampoline.
  *
- * Arenas are never unmapped: besides the list (newest first, which the
- * walks over every slot follow), an array sorted by address finds the
- * arena of a trampoline in O(log n) steps, for every code object's death
- * among them, however many arenas a long-running process has made.
+ * Arenas are never unmapped (nor moved): besides the list (newest first,
+ * which the walks over every slot follow), an array sorted by address
+ * finds the arena of a trampoline in O(log n) steps, for every code
+ * object's death among them, however many arenas a long-running process
+ * has made.
  *
  * Dead arenas
  * -----------
@@ -52,16 +55,34 @@
  * object died in its own frame clear returns through its trampoline's
  * last instructions after the death.  An anonymous arena's code would
  * come back as zeros, so it keeps its pages.  The mapping and the file
- * stay: their addresses must not get another owner while a reader may
- * still name them after the dead function.  So a service that keeps
- * making and dropping functions keeps, per dead function, only its share
- * of the code's mapping and of its file in /tmp.  An arena one of whose
- * frames may still run in a slot whose code object moved to a wider slot
- * (_PyPerfCode_DescribeAll(), at a switch of backends) is never retired.
+ * stay until a new file takes the addresses (below).  An arena one of
+ * whose frames may still run in a slot whose code object moved to a wider
+ * slot (_PyPerfCode_DescribeAll(), at a switch of backends) is never
+ * retired.
  *
- * This file calls only the arena files (Python/perf_elf.c), the symbol
- * names (Python/perf_names.c, to forget a dead code object's) and the
- * writer's reader of small /proc files (Python/perf_file.c).
+ * A new file in a dead arena's addresses
+ * --------------------------------------
+ * A new arena of the size of a dead file arena goes, when it can, into
+ * the oldest one's addresses: a new file of the same layout is mapped
+ * over the old one's (MAP_FIXED; the old file's tables' addresses were
+ * held, without memory, when it was closed).  So the arenas' mappings
+ * stay at what the live functions and the dead ones not yet replaced
+ * need, however many functions a long-running process makes.  Readers
+ * tell the two owners apart: perf by the time of each file's mapping
+ * (and of each jitdump record), debuggers by the objects registered now.
+ * The map has no times: an arena one of whose slots it names
+ * (_PyPerfSlot_Recorded()) is never replaced.  Every slot of the new
+ * file holds the same bytes at the same address as the old one's, so a
+ * frame returning through a dead trampoline while the file is replaced
+ * finds the instructions it left; the arena is replaced only after
+ * another arena was made since it died (a sample taken in that return
+ * would take the new owner's name).  Arenas of a fork()'s parent are
+ * not the child's to replace.  The old file stays in /tmp.
+ *
+ * This file calls only the arena files (Python/perf_elf.c), the arenas'
+ * objects for debuggers (Python/perf_debugger.c), the symbol names
+ * (Python/perf_names.c, to forget a dead code object's) and the writer's
+ * reader of small /proc files (Python/perf_file.c).
  */
 
 #include "Python.h"
@@ -80,6 +101,9 @@
 #define FILE_ARENA_MAX_SIZE (256 * 1024)
 
 _PyPerfArena *_PyPerf_arenas;
+
+/* Arenas made (replaced ones included): the retirements' clock. */
+static unsigned long arenas_made;
 
 /* Every arena, sorted by start address. */
 static struct {
@@ -359,6 +383,7 @@ arena_retire_if_dead(_PyPerfArena *a)
     }
     int saved = errno;
     a->retired = 1;
+    a->retired_at = arenas_made;
     if (a->image != NULL) {
         _PyPerfImage_Free(a->image);
         a->image = NULL;
@@ -372,6 +397,93 @@ arena_retire_if_dead(_PyPerfArena *a)
         (void)madvise((void *)lo, a->code_map_size, MADV_DONTNEED);
     }
     errno = saved;
+}
+
+/* The arena's file is done with: its addresses are held for a later
+   file unless the map names one of them. */
+static void
+close_file(_PyPerfArena *a)
+{
+    _PyPerfElf_Close(a->elf, !a->named_for_good);
+    a->elf = NULL;
+    if (a->named_for_good) {
+        a->range_size = 0;
+    }
+}
+
+/* Make `a` the newest arena. */
+static void
+arena_push(_PyPerfArena *a)
+{
+    a->prev = _PyPerf_arenas;
+    if (a->prev != NULL && a->prev->elf != NULL) {
+        /* No slot of an arena but the newest is handed out again (its
+           slots were too close for the backend, or it is full). */
+        close_file(a->prev);
+    }
+    _PyPerf_arenas = a;
+    arenas_made++;
+    maps_room.retry_ns = 0;
+    maps_room.backoff_ns = 0;
+    if (a->prev != NULL) {
+        /* (its functions may all have died while it was the newest) */
+        arena_retire_if_dead(a->prev);
+    }
+}
+
+/* A new file in the addresses of the oldest dead file arena of `size`
+   bytes of slots `slot_size` apart that may have one (see "A new file in
+   a dead arena's addresses" above), made the newest arena; NULL if there
+   is none or the file cannot be made there. */
+static _PyPerfArena *
+arena_recycle(size_t size, size_t slot_size)
+{
+    _PyPerfArena **link = NULL;
+    for (_PyPerfArena **l = &_PyPerf_arenas; *l != NULL; l = &(*l)->prev) {
+        _PyPerfArena *a = *l;
+        if (a->retired && a->range_size != 0 && !a->inherited
+            && !a->pinned && !a->named_for_good && a->size == size
+            && a->slot_size == slot_size && a->retired_at != arenas_made)
+        {
+            /* (newest first: the last one found is the oldest) */
+            link = l;
+        }
+    }
+    if (link == NULL) {
+        return NULL;
+    }
+    _PyPerfArena *a = *link;
+    uintptr_t page = (uintptr_t)arena_page_size();
+    char *at = (char *)((uintptr_t)a->start & ~(page - 1));
+    char *mem;
+    const char *what;
+    int saved = errno;
+    _PyPerfElf *elf = _PyPerfElf_New(a->nslots, slot_size, at,
+                                     a->range_size, &mem, &what);
+    if (elf == NULL) {
+        if (!_PyPerf_IsNoRoom(errno)) {
+            /* (the range may have been lost: not tried again) */
+            a->range_size = 0;
+        }
+        errno = saved;
+        return NULL;
+    }
+    /* (the same layout: the code at the same offset of its page) */
+    assert(mem == a->start);
+    *link = a->prev;
+    /* The records of the old slots: zeros, or whatever a failed madvise()
+       left. */
+    memset(a->info, 0, a->nslots * sizeof(_PyPerfSlot));
+    a->elf = elf;
+    a->image = _PyPerfImage_New(mem, a->nslots, slot_size);
+    a->nused = 0;
+    a->nlive = 0;
+    a->retired = 0;
+    a->full = 0;
+    a->code_map_size = _PyPerfElf_CodeMapSize(elf);
+    a->range_size = _PyPerfElf_RangeSize(elf);
+    arena_push(a);
+    return a;
 }
 
 /* A new arena of trampolines `slot_size` bytes apart. */
@@ -388,6 +500,12 @@ arena_new(size_t slot_size)
     }
     size_t nslots = size / slot_size;
     size_t info_size = nslots * sizeof(_PyPerfSlot);
+    if (files.use) {
+        _PyPerfArena *reused = arena_recycle(size, slot_size);
+        if (reused != NULL) {
+            return reused;
+        }
+    }
     if (room_for_arena() < 0) {
         return NULL;
     }
@@ -412,7 +530,7 @@ arena_new(size_t slot_size)
     char *mem = NULL;
     if (files.use) {
         const char *what;
-        a->elf = _PyPerfElf_New(nslots, slot_size, &mem, &what);
+        a->elf = _PyPerfElf_New(nslots, slot_size, NULL, 0, &mem, &what);
         int err = errno;
         if (a->elf == NULL && err != ENOMEM) {
             /* A lack of room is waited out: this arena is anonymous, the
@@ -439,26 +557,14 @@ arena_new(size_t slot_size)
     a->image = _PyPerfImage_New(mem, nslots, slot_size);
     a->in_file = a->elf != NULL;
     a->code_map_size = a->in_file ? _PyPerfElf_CodeMapSize(a->elf) : 0;
+    a->range_size = a->in_file ? _PyPerfElf_RangeSize(a->elf) : 0;
     a->start = mem;
     a->size = size;
     a->slot_size = slot_size;
     a->nslots = nslots;
     a->info = info;
-    a->prev = _PyPerf_arenas;
-    if (a->prev != NULL && a->prev->elf != NULL) {
-        /* No slot of an arena but the newest is handed out again (its
-           slots were too close for the backend, or it is full). */
-        _PyPerfElf_Close(a->prev->elf);
-        a->prev->elf = NULL;
-    }
-    _PyPerf_arenas = a;
     by_addr_insert(a);
-    if (a->prev != NULL) {
-        /* (its functions may all have died while it was the newest) */
-        arena_retire_if_dead(a->prev);
-    }
-    maps_room.retry_ns = 0;
-    maps_room.backoff_ns = 0;
+    arena_push(a);
     return a;
 fail:;
     int saved = errno;
@@ -486,10 +592,16 @@ _PyPerfSlot_Of(const char *tramp)
 }
 
 int
-_PyPerfSlot_InFile(const char *tramp)
+_PyPerfSlot_Recorded(const char *tramp, int for_good)
 {
     _PyPerfArena *a = arena_of(tramp);
-    return a != NULL && a->in_file;
+    if (a == NULL) {
+        return 0;
+    }
+    if (for_good) {
+        a->named_for_good = 1;
+    }
+    return a->in_file;
 }
 
 /* co_extra free function: the code object is going away. */
@@ -549,8 +661,7 @@ _PyPerfSlot_Next(size_t slot_size)
         /* No room to name another slot in its file (a full disk, or its
            names' table full): the next arena's file, or anonymous memory
            and the map, with a warning, if that file cannot be made. */
-        _PyPerfElf_Close(a->elf);
-        a->elf = NULL;
+        close_file(a);
         a->full = 1;
     }
     /* Not in an arena inherited through fork(): perf names an anonymous
@@ -588,8 +699,7 @@ _PyPerfSlot_Take(PyCodeObject *code)
     }
     if (a->elf != NULL) {
         if (a->nused + 1 == a->nslots) {
-            _PyPerfElf_Close(a->elf);
-            a->elf = NULL;
+            close_file(a);
         }
     }
     _PyPerfSlot *info = &a->info[a->nused++];

@@ -221,7 +221,8 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
     /* A trampoline in an arena file is named there: its record may wait
        for others (one write() for many); one in anonymous memory has
        only this record, which goes out now. */
-    _PyPerfFile_Later(st->file, _PyPerfSlot_InFile(tramp));
+    _PyPerfFile_Later(st->file, _PyPerfSlot_Recorded(
+                                    tramp, st->backend->names_for_good));
     int r = st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
                                      info->code);
     _PyPerfFile_Later(st->file, 0);

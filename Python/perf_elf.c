@@ -803,20 +803,37 @@ write_file(int fd, const unsigned char *img, const unsigned char *tail,
     return 0;
 }
 
+/* Let go of `len` bytes of address space at `mem`; with `keep`, hold
+   on to the range (no access, no memory), for a later file of the same
+   layout. */
+static void
+release_range(void *mem, size_t len, int keep)
+{
+    if (!keep || mmap(mem, len, PROT_NONE,
+                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
+                      | MAP_NORESERVE, -1, 0) == MAP_FAILED)
+    {
+        munmap(mem, len);
+    }
+}
+
 /* The code read+execute, then the tables shared and writable right after
    it, at the addresses their file offsets say (readers that take a
    file's mappings for one module, elfutils', need that): address space
-   for both first.  The start, or NULL, errno and *what. */
+   for both first, or the range `at` the caller holds (a dead arena's).
+   The start, or NULL, errno and *what. */
 static char *
-map_file(int fd, const file_layout *L, const char **what)
+map_file(int fd, const file_layout *L, char *at, const char **what)
 {
     *what = "map executable";
     size_t tables_len = (size_t)(L->file_size - L->tables_off);
     size_t len = (size_t)L->map_len + tables_len;
-    char *mem = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-    if (mem == MAP_FAILED) {
-        return NULL;
+    char *mem = at;
+    if (mem == NULL) {
+        mem = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) {
+            return NULL;
+        }
     }
     /* (No cache flush: nothing is stored through the code's mapping; the
        kernel keeps instruction caches coherent with the file's pages.) */
@@ -834,17 +851,22 @@ map_file(int fd, const file_layout *L, const char **what)
     return mem;
 fail:;
     int saved = errno;
-    munmap(mem, len);
+    release_range(mem, len, at != NULL);
     errno = saved;
     return NULL;
 }
 
 _PyPerfElf *
-_PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
-               const char **what)
+_PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
+               char **code, const char **what)
 {
     file_layout L;
     if (plan_file(nslots, slot_size, &L, what) < 0) {
+        return NULL;
+    }
+    if (at != NULL && L.map_len + (L.file_size - L.tables_off) != at_size) {
+        *what = "lay out in a dead arena's addresses";
+        errno = ERANGE;
         return NULL;
     }
     _PyPerfElf *elf = PyMem_RawCalloc(1, sizeof(_PyPerfElf));
@@ -881,13 +903,14 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char **code,
     char *mem;
     struct stat st;
     if (write_file(elf->fd, img, tail, &L, &backed, what) < 0
-        || (mem = map_file(elf->fd, &L, what)) == NULL)
+        || (mem = map_file(elf->fd, &L, at, what)) == NULL)
     {
         goto fail;
     }
     if (fstat(elf->fd, &st) < 0) {
         saved = errno;
-        munmap(mem, (size_t)(L.map_len + L.file_size - L.tables_off));
+        release_range(mem, (size_t)(L.map_len + L.file_size - L.tables_off),
+                      at != NULL);
         errno = saved;
         goto fail;
     }
@@ -1010,9 +1033,9 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
 }
 
 void
-_PyPerfElf_Close(_PyPerfElf *elf)
+_PyPerfElf_Close(_PyPerfElf *elf, int keep_range)
 {
-    munmap(elf->tables, elf->tables_len);
+    release_range(elf->tables, elf->tables_len, keep_range);
     if (still_ours(elf)) {
         close(elf->fd);
     }
@@ -1025,6 +1048,12 @@ _PyPerfElf_CodeMapSize(const _PyPerfElf *elf)
     /* (the code's mapping ends where the tables' starts: vaddr ==
        offset) */
     return (size_t)elf->tables_off;
+}
+
+size_t
+_PyPerfElf_RangeSize(const _PyPerfElf *elf)
+{
+    return (size_t)elf->tables_off + elf->tables_len;
 }
 
 void
@@ -1055,6 +1084,7 @@ _PyPerfElf_AfterFork(void)
    arenas are anonymous. */
 _PyPerfElf *
 _PyPerfElf_New(size_t Py_UNUSED(nslots), size_t Py_UNUSED(slot_size),
+               char *Py_UNUSED(at), size_t Py_UNUSED(at_size),
                char **Py_UNUSED(code), const char **what)
 {
     *what = "make an ELF arena file on this platform for";
@@ -1079,12 +1109,18 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
 }
 
 void
-_PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf))
+_PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf), int Py_UNUSED(keep_range))
 {
 }
 
 size_t
 _PyPerfElf_CodeMapSize(const _PyPerfElf *Py_UNUSED(elf))
+{
+    return 0;
+}
+
+size_t
+_PyPerfElf_RangeSize(const _PyPerfElf *Py_UNUSED(elf))
 {
     return 0;
 }

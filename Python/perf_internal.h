@@ -73,6 +73,10 @@ typedef struct {
        byte, while this backend describes it (at least code_size).
        Called after init. */
     size_t (*bytes_per_code)(size_t code_size);
+    /* Its records carry no time: an address they name must never get
+       another owner (the map's readers take each line as true for the
+       whole run). */
+    int names_for_good;
 } _PyPerfBackend;
 
 extern const _PyPerfBackend _PyPerf_MapBackend;
@@ -220,10 +224,14 @@ extern int _PyPerfUnwind_Table(size_t count, size_t stride,
 typedef struct _PyPerfElf _PyPerfElf;
 
 /* Make the file of `nslots` copies of the template `slot_size` bytes apart
-   and map it; *code is the first slot.  NULL and errno, with *what the
-   step that failed ("map executable", ...: for a warning). */
+   and map it, at `at` if not NULL (the start of the range of a file of
+   the same layout that was closed keeping it, `at_size` bytes: the file
+   replaces it there; ERANGE if the layouts differ); *code is the first
+   slot.  NULL and errno, with *what the step that failed ("map
+   executable", ...: for a warning). */
 extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
-                                  char **code, const char **what);
+                                  char *at, size_t at_size, char **code,
+                                  const char **what);
 /* Room on disk for one more name, of any length: 0, or -1 and errno
    (a full file system, or the names' table full); then the arena hands
    out no more slots. */
@@ -235,13 +243,18 @@ extern int _PyPerfElf_Reserve(_PyPerfElf *elf);
 extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
                            const char *name, size_t len, size_t file_at);
 /* Let go of the file (its arena has no slot left to name, or is the
-   parent's in a forked child); the code's mapping stays. */
-extern void _PyPerfElf_Close(_PyPerfElf *elf);
+   parent's in a forked child); the code's mapping stays, and with
+   `keep_range` the tables' addresses too (no access, no memory), for a
+   later file in the same range. */
+extern void _PyPerfElf_Close(_PyPerfElf *elf, int keep_range);
 /* The same in the child of fork(), without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* Bytes of the file's private, read+execute mapping (headers, code,
    unwind tables), which starts on the page of the code. */
 extern size_t _PyPerfElf_CodeMapSize(const _PyPerfElf *elf);
+/* Bytes of the file's whole range (code, then tables), from the page of
+   the code. */
+extern size_t _PyPerfElf_RangeSize(const _PyPerfElf *elf);
 /* In the child of fork(): its files are numbered from 0 (under its own
    pid). */
 extern void _PyPerfElf_AfterFork(void);
@@ -321,6 +334,11 @@ typedef struct _PyPerfArena {
                                      object moved: never retired */
     int retired;                  /* its functions all died: see
                                      perf_arena.c, "Dead arenas" */
+    unsigned long retired_at;     /* arenas made when it was retired */
+    int named_for_good;           /* a record without a time (the map's)
+                                     names one of its slots */
+    size_t range_size;            /* of a file arena's addresses held for
+                                     a later file (0: none) */
 } _PyPerfArena;
 
 /* Every arena, newest first. */
@@ -334,9 +352,12 @@ extern char *_PyPerfSlot_Next(size_t slot_size);
 extern _PyPerfSlot *_PyPerfSlot_Take(PyCodeObject *code);
 /* The record of the slot `tramp` is in, or NULL if it is in no arena. */
 extern _PyPerfSlot *_PyPerfSlot_Of(const char *tramp);
-/* Is trampoline `tramp` in an arena file (which names it whatever
+/* A record of trampoline `tramp` goes to a backend's file; one whose
+   records have no time (`for_good`: the map) names its address for as
+   long as the file is read, and the arena's addresses never go to
+   another file.  Is `tramp` in an arena file (which names it whatever
    becomes of the process)? */
-extern int _PyPerfSlot_InFile(const char *tramp);
+extern int _PyPerfSlot_Recorded(const char *tramp, int for_good);
 /* The record of trampoline `tramp` if it was handed out, is still
    `code`'s and is at least `slot_size` bytes from the next one; else
    NULL. */

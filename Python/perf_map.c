@@ -63,6 +63,7 @@ const _PyPerfBackend _PyPerf_MapBackend = {
     .write_entry = perf_map_write_entry,
     .fini = perf_map_fini,
     .bytes_per_code = perf_map_bytes_per_code,
+    .names_for_good = 1,
 };
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

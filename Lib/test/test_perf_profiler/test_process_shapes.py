@@ -433,7 +433,8 @@ class TestProcessShapes(PerfTestCase):
         # alive at once.  From the 100,000th to the millionth the process's
         # resident memory grows by at most 8 MiB (it grew by about 120 MiB
         # with perf and 210 MiB with perf_jit before arenas whose
-        # functions all died gave their pages back).  A function made
+        # functions all died gave their pages back), and with perf_jit
+        # its mappings by at most 16 (it was about 380).  A function made
         # before the churn and alive throughout is called after it.  With
         # a switch of backends half-way, the churn's own frames move to
         # wider slots while they run (their arena is then kept whole).
@@ -443,6 +444,9 @@ class TestProcessShapes(PerfTestCase):
                     for line in f:
                         if line.startswith("VmRSS:"):
                             return int(line.split()[1]) * 1024
+            def mappings():
+                with open("/proc/self/maps") as f:
+                    return sum(1 for _ in f)
             def keeper():
                 return 7
             keeper()
@@ -450,12 +454,13 @@ class TestProcessShapes(PerfTestCase):
                 before = None
                 for i in churn(1_000_000):
                     if i == 100_000:
-                        before = rss()
+                        before = rss(), mappings()
                     if i == 500_000 and SWITCH:
                         sys.activate_stack_trampoline(SWITCH)
-                return rss() - before
-            growth = run()
-            print("growth", growth, keeper(), sys.is_stack_trampoline_active())
+                return rss() - before[0], mappings() - before[1]
+            growth, maps = run()
+            print("growth", growth, maps, keeper(),
+                  sys.is_stack_trampoline_active())
             """)
         for option, switch in (("perf", None), ("perf_jit", None),
                                ("perf", "perf_jit")):
@@ -467,8 +472,84 @@ class TestProcessShapes(PerfTestCase):
                 self.assertEqual(proc.stderr, "")
                 words = proc.stdout.split()
                 self.assertEqual(words[-2:], ["7", "True"])
-                growth = int(words[-3])
+                growth, maps = int(words[-4]), int(words[-3])
                 self.assertLess(growth, 8 << 20, proc.stdout)
+                if option == "perf_jit":
+                    # (new files go into dead arenas' addresses; not with
+                    # perf, whose map names every trampoline for good)
+                    self.assertLessEqual(maps, 16, proc.stdout)
+
+    @requires_perf
+    def test_reused_addresses_named_right(self):
+        # perf_jit: a dead arena's addresses go to a new file.  The
+        # process makes and drops functions in three phases, each a few
+        # arenas' worth (2,730 functions to an arena), with a function
+        # that spins for 40 ms of CPU every 1,000: the spinners of the later
+        # phases run at addresses that earlier functions had (the dump's
+        # loads say which), and perf, reading each file's mapping at its
+        # time, names every spinner's samples after it, never after an
+        # earlier owner of its address (and unwinds them with the new
+        # file's tables, without frame pointers).
+        source = textwrap.dedent("""
+            import os, sys, time, types
+            print("PID", os.getpid(), flush=True)
+            def template():
+                return 1
+            def spinner():
+                # (40 ms of the process's own CPU time, however busy the
+                # machine)
+                end = time.process_time() + 0.04
+                while time.process_time() < end:
+                    pass
+            for phase in "abc":
+                for i in range(9000):
+                    if i % 1000 == 500:
+                        name = f"hot_{phase}{i // 1000}"
+                        code = spinner.__code__
+                    else:
+                        name = f"{phase}{i}"
+                        code = template.__code__
+                    code = code.replace(co_name=name, co_qualname=name)
+                    types.FunctionType(code, globals())()
+            """)
+        script = make_script(self.tmp, "reuse", source)
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999",
+                         *(("-g",) if HAVE_FRAME_POINTERS
+                           else ("--call-graph", "dwarf")),
+                         "-o", data, "--",
+                         sys.executable, "-X", "perf_jit", script),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        samples = parse_perf_script(self.perf_script(data))
+        loads = [(rec["addr"], rec["name"].rsplit(":", 1)[0])
+                 for rid, rec in read_jitdump(jit_path(pid), pid)
+                 if rid == JIT_CODE_LOAD]
+        owners = {}
+        reused = []
+        for addr, name in loads:
+            if name.startswith("py::hot_") and addr in owners:
+                reused.append(name)
+            owners.setdefault(addr, name)
+        self.assertGreaterEqual(len(reused), 5, reused)
+        innermost = {}
+        for sample in samples:
+            names = [sym.rsplit(":", 1)[0] for sym, _ in sample
+                     if sym.startswith("py::")]
+            if names:
+                innermost[names[0]] = innermost.get(names[0], 0) + 1
+        for name in reused:
+            self.assertGreaterEqual(innermost.get(name, 0), 10,
+                                    (name, innermost))
+        # (a sample may fall in a function that returns at once)
+        wrong = {name: n for name, n in innermost.items()
+                 if not name.startswith(("py::hot_", "py::<module>"))
+                 and n > 3}
+        self.assertEqual(wrong, {}, innermost)
 
     def test_sub_interpreter_cannot_turn_main_off(self):
         # Trampolines are the main interpreter's: a sub-interpreter is
