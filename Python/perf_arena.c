@@ -74,10 +74,10 @@
  * (_PyPerfSlot_Recorded()) is never replaced.  Every slot of the new
  * file holds the same bytes at the same address as the old one's, so a
  * frame returning through a dead trampoline while the file is replaced
- * finds the instructions it left; the arena is replaced only after
- * another arena was made since it died (a sample taken in that return
- * would take the new owner's name).  Arenas of a fork()'s parent are
- * not the child's to replace.  The old file stays in /tmp.
+ * finds the instructions it left; the arena is replaced only some time
+ * after it died (a sample taken in that return would take the new
+ * owner's name).  Arenas of a fork()'s parent are not the child's to
+ * replace.  The old file stays in /tmp.
  *
  * This file calls only the arena files (Python/perf_elf.c), the arenas'
  * objects for debuggers (Python/perf_debugger.c), the symbol names
@@ -102,8 +102,14 @@
 
 _PyPerfArena *_PyPerf_arenas;
 
-/* Arenas made (replaced ones included): the retirements' clock. */
-static unsigned long arenas_made;
+/* Retired file arenas a new file may take the addresses of. */
+static size_t dead_files;
+
+/* How long after its death an arena's addresses may take a new file: a
+   frame returning through a trampoline whose code object died in that
+   frame's clear (which may run Python code: weakref callbacks) would
+   otherwise be sampled under the new owner's name. */
+#define REUSE_AFTER_NS (10 * 1000 * 1000)
 
 /* Every arena, sorted by start address. */
 static struct {
@@ -383,7 +389,10 @@ arena_retire_if_dead(_PyPerfArena *a)
     }
     int saved = errno;
     a->retired = 1;
-    a->retired_at = arenas_made;
+    a->retired_ns = _PyPerf_CoarseNowNs();
+    if (a->range_size != 0 && !a->named_for_good && !a->inherited) {
+        dead_files++;
+    }
     if (a->image != NULL) {
         _PyPerfImage_Free(a->image);
         a->image = NULL;
@@ -404,11 +413,10 @@ arena_retire_if_dead(_PyPerfArena *a)
 static void
 close_file(_PyPerfArena *a)
 {
-    _PyPerfElf_Close(a->elf, !a->named_for_good);
-    a->elf = NULL;
-    if (a->named_for_good) {
+    if (!_PyPerfElf_Close(a->elf, !a->named_for_good)) {
         a->range_size = 0;
     }
+    a->elf = NULL;
 }
 
 /* Make `a` the newest arena. */
@@ -422,7 +430,6 @@ arena_push(_PyPerfArena *a)
         close_file(a->prev);
     }
     _PyPerf_arenas = a;
-    arenas_made++;
     maps_room.retry_ns = 0;
     maps_room.backoff_ns = 0;
     if (a->prev != NULL) {
@@ -438,12 +445,17 @@ arena_push(_PyPerfArena *a)
 static _PyPerfArena *
 arena_recycle(size_t size, size_t slot_size)
 {
+    if (dead_files == 0) {
+        return NULL;
+    }
+    int64_t now = _PyPerf_CoarseNowNs();
     _PyPerfArena **link = NULL;
     for (_PyPerfArena **l = &_PyPerf_arenas; *l != NULL; l = &(*l)->prev) {
         _PyPerfArena *a = *l;
         if (a->retired && a->range_size != 0 && !a->inherited
             && !a->pinned && !a->named_for_good && a->size == size
-            && a->slot_size == slot_size && a->retired_at != arenas_made)
+            && a->slot_size == slot_size
+            && now - a->retired_ns >= REUSE_AFTER_NS)
         {
             /* (newest first: the last one found is the oldest) */
             link = l;
@@ -464,10 +476,12 @@ arena_recycle(size_t size, size_t slot_size)
         if (!_PyPerf_IsNoRoom(errno)) {
             /* (the range may have been lost: not tried again) */
             a->range_size = 0;
+            dead_files--;
         }
         errno = saved;
         return NULL;
     }
+    dead_files--;
     /* (the same layout: the code at the same offset of its page) */
     assert(mem == a->start);
     *link = a->prev;
@@ -636,6 +650,14 @@ _PyPerfArena_CodeMoved(_PyPerfArena *a, size_t i, int running)
     }
 }
 
+void
+_PyPerfArena_RetireDead(void)
+{
+    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
+        arena_retire_if_dead(a);
+    }
+}
+
 _PyPerfSlot *
 _PyPerfSlot_Find(const char *tramp, PyCodeObject *code, size_t slot_size)
 {
@@ -711,6 +733,7 @@ _PyPerfSlot_Take(PyCodeObject *code)
 void
 _PyPerfArena_MarkInherited(void)
 {
+    dead_files = 0;
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
         a->inherited = 1;
         if (a->elf != NULL) {
@@ -725,11 +748,18 @@ void
 _PyPerfArena_ForgetCodes(void)
 {
     _PyPerf_ForgetName(NULL);
+    dead_files = 0;
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
-            a->info[i].code = NULL;
+        if (!a->retired) {
+            for (size_t i = 0; i < a->nused; i++) {
+                a->info[i].code = NULL;
+            }
         }
         a->nlive = 0;
+        /* Code objects may outlive finalization and keep their
+           trampolines (an interpreter initialized again then reads
+           them): no arena is retired or replaced from now on. */
+        a->pinned = 1;
     }
 }
 

@@ -276,10 +276,19 @@ mark_running(void)
         _PyInterpreterFrame *f = t->cframe != NULL
                                  ? t->cframe->current_frame : NULL;
         for (; f != NULL; f = f->previous) {
-            char *tramp = extra_at(f->f_code, _PyPerf_code_index);
-            _PyPerfSlot *info = tramp != NULL ? _PyPerfSlot_Of(tramp) : NULL;
-            if (info != NULL && info->code == f->f_code) {
-                info->running = 1;
+            /* (in a child of fork(), a frame that was running at the fork
+               runs in the trampoline of the first generation's index) */
+            Py_ssize_t indexes[2] = {_PyPerf_code_index, forks.base_index};
+            for (int k = 0; k < 2; k++) {
+                if (indexes[k] < 0 || (k == 1 && indexes[1] == indexes[0])) {
+                    continue;
+                }
+                char *tramp = extra_at(f->f_code, indexes[k]);
+                _PyPerfSlot *info = tramp != NULL ? _PyPerfSlot_Of(tramp)
+                                                  : NULL;
+                if (info != NULL && info->code == f->f_code) {
+                    info->running = 1;
+                }
             }
         }
     }
@@ -299,9 +308,10 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
     int bit = st->bit;
     int rc = 0;
     mark_running();
-    /* Arenas that assign_slot() adds go in front of this one. */
+    /* Arenas that assign_slot() adds go in front of this one.  (A
+       retired arena has no live code object, nor a frame marked.) */
     for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
-        for (size_t i = 0; i < a->nused; i++) {
+        for (size_t i = 0; i < a->nused && !a->retired; i++) {
             _PyPerfSlot *info = &a->info[i];
             char *tramp = a->start + i * a->slot_size;
             int running = info->running;
@@ -331,6 +341,8 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
             }
         }
     }
+    /* (arenas whose code objects all moved) */
+    _PyPerfArena_RetireDead();
     return rc;
 }
 

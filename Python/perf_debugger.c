@@ -435,6 +435,9 @@ _PyPerfImage_Free(_PyPerfImage *img)
             munmap(o->mem, o->mem_size);
         }
     }
+    /* (the entry last notified is gone) */
+    __jit_debug_descriptor.relevant_entry = NULL;
+    __jit_debug_descriptor.action_flag = JIT_NOACTION;
     PyMem_RawFree(img);
 }
 

@@ -804,36 +804,36 @@ write_file(int fd, const unsigned char *img, const unsigned char *tail,
 }
 
 /* Let go of `len` bytes of address space at `mem`; with `keep`, hold
-   on to the range (no access, no memory), for a later file of the same
-   layout. */
-static void
+   on to the range instead (no access, no memory), for a later file of the
+   same layout.  Whether it is held.  (A failed MAP_FIXED may have left a
+   hole, which another thread's mmap() can take at once: nothing is
+   unmapped after one.) */
+static int
 release_range(void *mem, size_t len, int keep)
 {
-    if (!keep || mmap(mem, len, PROT_NONE,
-                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED
-                      | MAP_NORESERVE, -1, 0) == MAP_FAILED)
-    {
+    if (!keep) {
         munmap(mem, len);
+        return 0;
     }
+    return mmap(mem, len, PROT_NONE,
+                MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                -1, 0) != MAP_FAILED;
 }
 
 /* The code read+execute, then the tables shared and writable right after
    it, at the addresses their file offsets say (readers that take a
    file's mappings for one module, elfutils', need that): address space
-   for both first, or the range `at` the caller holds (a dead arena's).
-   The start, or NULL, errno and *what. */
+   for both first.  The start, or NULL, errno and *what. */
 static char *
-map_file(int fd, const file_layout *L, char *at, const char **what)
+map_file(int fd, const file_layout *L, const char **what)
 {
     *what = "map executable";
     size_t tables_len = (size_t)(L->file_size - L->tables_off);
     size_t len = (size_t)L->map_len + tables_len;
-    char *mem = at;
-    if (mem == NULL) {
-        mem = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (mem == MAP_FAILED) {
-            return NULL;
-        }
+    char *mem = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (mem == MAP_FAILED) {
+        return NULL;
     }
     /* (No cache flush: nothing is stored through the code's mapping; the
        kernel keeps instruction caches coherent with the file's pages.) */
@@ -851,9 +851,37 @@ map_file(int fd, const file_layout *L, char *at, const char **what)
     return mem;
 fail:;
     int saved = errno;
-    release_range(mem, len, at != NULL);
+    munmap(mem, len);
     errno = saved;
     return NULL;
+}
+
+/* The same in the range `at` of a dead arena's file of the same layout,
+   whose tables' addresses were held: the tables first, then the code in
+   one step (a frame returning through a dead trampoline meets the same
+   bytes in the old file and the new).  A failure leaves the code as it
+   is, and the range is not to be used again.  0, or -1, errno and
+   *what. */
+static int
+map_file_at(int fd, const file_layout *L, char *at, const char **what)
+{
+    size_t tables_len = (size_t)(L->file_size - L->tables_off);
+    *what = "map for writing the names";
+    if (mmap(at + L->map_len, tables_len, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_FIXED, fd, (off_t)L->tables_off) == MAP_FAILED)
+    {
+        return -1;
+    }
+    *what = "map executable";
+    if (mmap(at, (size_t)L->map_len, PROT_READ | PROT_EXEC,
+             MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED)
+    {
+        int saved = errno;
+        (void)release_range(at + L->map_len, tables_len, 1);
+        errno = saved;
+        return -1;
+    }
+    return 0;
 }
 
 _PyPerfElf *
@@ -902,15 +930,28 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
     uint64_t backed;
     char *mem;
     struct stat st;
-    if (write_file(elf->fd, img, tail, &L, &backed, what) < 0
-        || (mem = map_file(elf->fd, &L, at, what)) == NULL)
-    {
+    if (write_file(elf->fd, img, tail, &L, &backed, what) < 0) {
+        goto fail;
+    }
+    if (at != NULL) {
+        if (map_file_at(elf->fd, &L, at, what) < 0) {
+            goto fail;
+        }
+        mem = at;
+    }
+    else if ((mem = map_file(elf->fd, &L, what)) == NULL) {
         goto fail;
     }
     if (fstat(elf->fd, &st) < 0) {
         saved = errno;
-        release_range(mem, (size_t)(L.map_len + L.file_size - L.tables_off),
-                      at != NULL);
+        size_t tables_len = (size_t)(L.file_size - L.tables_off);
+        if (at != NULL) {
+            /* (the code stays: the same bytes as the old file's) */
+            (void)release_range(mem + L.map_len, tables_len, 1);
+        }
+        else {
+            munmap(mem, (size_t)L.map_len + tables_len);
+        }
         errno = saved;
         goto fail;
     }
@@ -1032,14 +1073,15 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
     return 0;
 }
 
-void
+int
 _PyPerfElf_Close(_PyPerfElf *elf, int keep_range)
 {
-    release_range(elf->tables, elf->tables_len, keep_range);
+    int kept = release_range(elf->tables, elf->tables_len, keep_range);
     if (still_ours(elf)) {
         close(elf->fd);
     }
     PyMem_RawFree(elf);
+    return kept;
 }
 
 size_t
@@ -1108,9 +1150,10 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
     return -1;
 }
 
-void
+int
 _PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf), int Py_UNUSED(keep_range))
 {
+    return 0;
 }
 
 size_t

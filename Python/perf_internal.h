@@ -226,8 +226,9 @@ typedef struct _PyPerfElf _PyPerfElf;
 /* Make the file of `nslots` copies of the template `slot_size` bytes apart
    and map it, at `at` if not NULL (the start of the range of a file of
    the same layout that was closed keeping it, `at_size` bytes: the file
-   replaces it there; ERANGE if the layouts differ); *code is the first
-   slot.  NULL and errno, with *what the step that failed ("map
+   replaces it there; ERANGE if the layouts differ; after a failure other
+   than a lack of room the range is not to be used again); *code is the
+   first slot.  NULL and errno, with *what the step that failed ("map
    executable", ...: for a warning). */
 extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
                                   char *at, size_t at_size, char **code,
@@ -245,8 +246,8 @@ extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
 /* Let go of the file (its arena has no slot left to name, or is the
    parent's in a forked child); the code's mapping stays, and with
    `keep_range` the tables' addresses too (no access, no memory), for a
-   later file in the same range. */
-extern void _PyPerfElf_Close(_PyPerfElf *elf, int keep_range);
+   later file in the same range: whether they are held. */
+extern int _PyPerfElf_Close(_PyPerfElf *elf, int keep_range);
 /* The same in the child of fork(), without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* Bytes of the file's private, read+execute mapping (headers, code,
@@ -334,7 +335,7 @@ typedef struct _PyPerfArena {
                                      object moved: never retired */
     int retired;                  /* its functions all died: see
                                      perf_arena.c, "Dead arenas" */
-    unsigned long retired_at;     /* arenas made when it was retired */
+    int64_t retired_ns;           /* when it was retired (coarse) */
     int named_for_good;           /* a record without a time (the map's)
                                      names one of its slots */
     size_t range_size;            /* of a file arena's addresses held for
@@ -368,9 +369,13 @@ extern void _PyPerfArena_ForgetCode(void *tramp);
 /* Slot `i` of `a` lost its code object to a wider slot; a frame may
    still run in it if `running`. */
 extern void _PyPerfArena_CodeMoved(_PyPerfArena *a, size_t i, int running);
+/* Retire the arenas whose functions have all died or moved (after
+   _PyPerfCode_DescribeAll() moved some). */
+extern void _PyPerfArena_RetireDead(void);
 /* In the child of fork(): every arena so far is the parent's. */
 extern void _PyPerfArena_MarkInherited(void);
-/* Finalization: the code objects die; the slots stay used. */
+/* Finalization: the code objects die; the slots stay used, and no arena
+   is retired or replaced again. */
 extern void _PyPerfArena_ForgetCodes(void);
 /* Once, after arena files stopped working (later arenas are anonymous):
    the errno, with *what the step that failed; 0 otherwise. */

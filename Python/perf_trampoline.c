@@ -713,8 +713,9 @@ warn_no_arena(const char *why)
                  "without one (perf shows the interpreter's frame for "
                  "them) %s", why != NULL ? why : strerror(ENOMEM),
                  _PyPerfArena_ShareTaken()
-                 ? "for as long as the process runs (arenas are never "
-                   "unmapped)"
+                 ? "until all the functions of an arena have died and a "
+                   "new file can take its addresses (never for an arena "
+                   "the map names)"
                  : "until there is room again");
 }
 

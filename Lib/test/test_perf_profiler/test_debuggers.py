@@ -238,7 +238,9 @@ class DebuggerTests(unittest.TestCase):
         # f1 makes and drops 100,000 functions (arenas whose functions all
         # died are retired: their objects for debuggers unregistered and
         # freed), then calls f2 and f3: gdb names every frame, f1's in an
-        # arena made before them, f2's and f3's in the newest.
+        # arena made before them, f2's and f3's in the newest; the JIT
+        # interface's list holds a few objects (43 with perf_jit before
+        # dead arenas were retired).
         churned = NEST.replace("import os,", "import types, os,").replace(
             "def f1():\n    f2()\n",
             "def f1():\n"
@@ -249,11 +251,22 @@ class DebuggerTests(unittest.TestCase):
         self.assertNotEqual(churned, NEST)
         # (in NEST's place: the frames' file and lines are the same)
         script = make_script(self.tmp, "nest", churned)
+        count = os.path.join(self.tmp, "count.gdb")
+        with open(count, "w") as f:
+            f.write("set $n = 0\n"
+                    "set $e = __jit_debug_descriptor.first_entry\n"
+                    "while $e\n"
+                    "  set $n = $n + 1\n"
+                    "  set $e = $e->next_entry\n"
+                    "end\n"
+                    'printf "JIT ENTRIES %d\\n", $n\n')
         for backend in BACKENDS:
             with self.subTest(backend=backend):
                 proc = self.start(backend, script)
-                out = self.gdb("-p", str(proc.pid), "-ex", "bt")
+                out = self.gdb("-p", str(proc.pid), "-ex", "bt", "-x", count)
                 self.assert_python_frames(out)
+                entries = int(re.search(r"JIT ENTRIES (\d+)", out).group(1))
+                self.assertLessEqual(entries, 10, out[-2000:])
         # Started by gdb, which then sees the objects go: 6,000 functions
         # under perf_jit (2,730 to an arena) retire two arenas while it
         # watches (every name stops the program in gdb: a few seconds).

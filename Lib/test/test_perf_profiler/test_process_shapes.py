@@ -489,7 +489,8 @@ class TestProcessShapes(PerfTestCase):
         # loads say which), and perf, reading each file's mapping at its
         # time, names every spinner's samples after it, never after an
         # earlier owner of its address (and unwinds them with the new
-        # file's tables, without frame pointers).
+        # file's tables, without frame pointers).  A function alive
+        # throughout keeps its address.
         source = textwrap.dedent("""
             import os, sys, time, types
             print("PID", os.getpid(), flush=True)
@@ -501,6 +502,9 @@ class TestProcessShapes(PerfTestCase):
                 end = time.process_time() + 0.04
                 while time.process_time() < end:
                     pass
+            def keeper():
+                return 1
+            keeper()
             for phase in "abc":
                 for i in range(9000):
                     if i % 1000 == 500:
@@ -536,6 +540,11 @@ class TestProcessShapes(PerfTestCase):
                 reused.append(name)
             owners.setdefault(addr, name)
         self.assertGreaterEqual(len(reused), 5, reused)
+        # A function alive throughout keeps its addresses to itself.
+        keeper = [addr for addr, name in loads if name == "py::keeper"]
+        self.assertEqual(len(keeper), 1, keeper)
+        self.assertEqual([name for addr, name in loads
+                          if addr == keeper[0]], ["py::keeper"])
         innermost = {}
         for sample in samples:
             names = [sym.rsplit(":", 1)[0] for sym, _ in sample
