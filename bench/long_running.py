@@ -24,7 +24,7 @@ import os
 import subprocess
 import tempfile
 
-from new_functions import MODES, env, files_of, forget, syscalls
+from new_functions import MODES, env, forget, print_syscalls_per_function
 
 SCRIPT = r"""
 import glob, os, sys, types
@@ -126,14 +126,8 @@ def main():
         print(f"\nSystem calls per new function (strace -c, a churn of "
               f"{n:,} less none)")
         for label, options in MODES:
-            base = syscalls(args.python, options, script, 0, work)
-            full = syscalls(args.python, options, script, n / 1e6, work)
-            extra = {k: full.get(k, 0) - base.get(k, 0) for k in full}
-            total = sum(extra.values()) / n
-            top = sorted(((v, k) for k, v in extra.items() if v > 0),
-                         reverse=True)[:4]
-            print(f"  {label:9s} {total:6.3f}   "
-                  + ", ".join(f"{k} {v}" for v, k in top))
+            print_syscalls_per_function(label, args.python, options,
+                                        script, "0", str(n / 1e6), n, work)
 
 
 if __name__ == "__main__":

@@ -67,6 +67,21 @@ def syscalls(python, options, script, n, work):
     return calls
 
 
+def print_syscalls_per_function(label, python, options, script, arg0, arg,
+                                n, work):
+    """One line: the system calls of `script` run with `arg` less those of
+    the run with `arg0`, per one of the `n` functions `arg` makes more,
+    and the four calls that grew most."""
+    base = syscalls(python, options, script, arg0, work)
+    full = syscalls(python, options, script, arg, work)
+    extra = {k: full.get(k, 0) - base.get(k, 0) for k in full}
+    total = sum(extra.values()) / n
+    top = sorted(((v, k) for k, v in extra.items() if v > 0),
+                 reverse=True)[:4]
+    print(f"  {label:9s} {total:6.3f}   "
+          + ", ".join(f"{k} {v}" for v, k in top))
+
+
 def times(python, options, script, n):
     proc = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S %e", python,
                            *options, script, str(n)],
@@ -101,14 +116,8 @@ def main():
         print("System calls per new function (strace -c, N = 20,000 less "
               "N = 0)")
         for label, options in MODES:
-            base = syscalls(args.python, options, script, 0, work)
-            full = syscalls(args.python, options, script, 20_000, work)
-            extra = {k: full.get(k, 0) - base.get(k, 0) for k in full}
-            total = sum(extra.values()) / 20_000
-            top = sorted(((v, k) for k, v in extra.items() if v > 0),
-                         reverse=True)[:4]
-            print(f"  {label:9s} {total:6.3f}   "
-                  + ", ".join(f"{k} {v}" for v, k in top))
+            print_syscalls_per_function(label, args.python, options, script,
+                                        "0", "20000", 20_000, work)
 
         print(f"\nUser + system time, N = 50,000, {args.runs} runs each")
         runs = {label: [] for label, _ in MODES}
