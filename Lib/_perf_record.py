@@ -1100,8 +1100,9 @@ def _command_line(cmd):
 
 
 def _record_command(perf, args, command, outputs, signals):
-    """perf record -- COMMAND, PYTHONPERFSUPPORT=1 in its environment.
-    Returns (perf script's --force, what no sample means)."""
+    """perf record -- COMMAND, PYTHONPERFSUPPORT=1 (and, unless set,
+    PYTHON_PERF_TMP_LIMIT=unlimited) in its environment.  Returns (perf
+    script's --force, what no sample means)."""
     program, interp_path = _command_program(command)
     interpreters, others = [], []
     interp = None
@@ -1127,6 +1128,9 @@ def _record_command(perf, args, command, outputs, signals):
            + ["--"] + command)
     env = dict(os.environ)
     env["PYTHONPERFSUPPORT"] = "1"
+    # The trampoline files a long run replaces stay until perf has copied
+    # them (--buildid-all) when the recording ends.
+    env.setdefault("PYTHON_PERF_TMP_LIMIT", "unlimited")
     status, _ = _run_perf(cmd, signals, data, [_command_line(cmd)], env=env)
     if not data_written(data):
         raise RecordError("perf record failed (exit status %d): its "

@@ -294,10 +294,85 @@ env_enables(const PyConfig *config, const char *name)
     return 0;
 }
 
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+/* A size for /tmp's limit: digits, then K, M or G (binary multiples), or
+   "unlimited" (-1).  -2 if `s` is neither. */
+static int64_t
+parse_size(const char *s)
+{
+    if (strcmp(s, "unlimited") == 0) {
+        return -1;
+    }
+    int64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (INT64_MAX - 9) / 10) {
+            return -2;
+        }
+        v = v * 10 + (*p - '0');
+    }
+    if (p == s) {
+        return -2;
+    }
+    int shift = 0;
+    switch (*p) {
+        case '\0': break;
+        case 'K': case 'k': shift = 10; p++; break;
+        case 'M': case 'm': shift = 20; p++; break;
+        case 'G': case 'g': shift = 30; p++; break;
+        default: return -2;
+    }
+    if (*p != '\0' || v > (INT64_MAX >> shift)) {
+        return -2;
+    }
+    return v << shift;
+}
+
+/* The bytes of replaced trampoline files a process keeps in /tmp:
+   PYTHON_PERF_TMP_LIMIT, then -X perf_tmp_limit over it.  A value that is
+   not a size gets a RuntimeWarning and leaves the default. */
+static void
+set_tmp_limit(const PyConfig *config)
+{
+    char buf[128];
+    const char *sources[2] = {NULL, NULL};
+    const char *env = config->use_environment
+                      ? getenv("PYTHON_PERF_TMP_LIMIT") : NULL;
+    if (env != NULL && env[0] != '\0') {
+        sources[0] = env;
+    }
+    const wchar_t *x = find_xoption(config, L"perf_tmp_limit");
+    if (x != NULL) {
+        size_t i = 0;
+        for (; x[i] != L'\0' && i + 1 < sizeof(buf); i++) {
+            /* (anything but ASCII is not a size) */
+            buf[i] = (x[i] > 0 && x[i] < 128) ? (char)x[i] : '?';
+        }
+        buf[i] = '\0';
+        /* (a value too long for `buf` is not a size either) */
+        sources[1] = x[i] == L'\0' ? buf : "(too long)";
+    }
+    const char *names[2] = {"PYTHON_PERF_TMP_LIMIT", "-X perf_tmp_limit"};
+    for (int k = 0; k < 2; k++) {
+        if (sources[k] == NULL) {
+            continue;
+        }
+        int64_t limit = parse_size(sources[k]);
+        if (limit == -2) {
+            _PyPerf_Warn("%s='%.100s' is not a size (bytes, with K, M or G, "
+                         "or 'unlimited'); ignored", names[k], sources[k]);
+            continue;
+        }
+        _PyPerfElf_SetTmpLimit(limit);
+    }
+}
+#endif
+
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    set_tmp_limit(config);
     _PyPerf_AllowActivation();
 #endif
     /* Live activation (Python/perf_live.c): ready from here on, before

@@ -77,7 +77,8 @@
  * finds the instructions it left; the arena is replaced only some time
  * after it died (a sample taken in that return would take the new
  * owner's name).  Arenas of a fork()'s parent are not the child's to
- * replace.  The old file stays in /tmp.
+ * replace.  The old file, mapped no more, joins the replaced files that
+ * Python/perf_elf.c keeps in /tmp up to a limit.
  *
  * This file calls only the arena files (Python/perf_elf.c), the arenas'
  * objects for debuggers (Python/perf_debugger.c), the symbol names
@@ -413,7 +414,7 @@ arena_retire_if_dead(_PyPerfArena *a)
 static void
 close_file(_PyPerfArena *a)
 {
-    if (!_PyPerfElf_Close(a->elf, !a->named_for_good)) {
+    if (!_PyPerfElf_Close(a->elf, !a->named_for_good, &a->file_name)) {
         a->range_size = 0;
     }
     a->elf = NULL;
@@ -484,6 +485,8 @@ arena_recycle(size_t size, size_t slot_size)
     dead_files--;
     /* (the same layout: the code at the same offset of its page) */
     assert(mem == a->start);
+    _PyPerfElf_Replaced(&a->file_name);
+    a->file_name.path[0] = '\0';
     *link = a->prev;
     /* The records of the old slots: zeros, or whatever a failed madvise()
        left. */

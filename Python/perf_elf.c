@@ -183,7 +183,7 @@ static const Elf64_Word shname[NSECTIONS] = {
    system would be SIGBUS). */
 #define STRTAB_CHUNK (16 * 1024)
 /* The file's path: "/tmp/py-perf-PID-N.so". */
-#define PATH_ROOM 64
+#define PATH_ROOM _PyPerf_ELF_PATH_ROOM
 
 struct _PyPerfElf {
     int fd;
@@ -1074,14 +1074,102 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
 }
 
 int
-_PyPerfElf_Close(_PyPerfElf *elf, int keep_range)
+_PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
 {
     int kept = release_range(elf->tables, elf->tables_len, keep_range);
+    if (name != NULL) {
+        name->path[0] = '\0';
+    }
     if (still_ours(elf)) {
+        struct stat st;
+        if (name != NULL && fstat(elf->fd, &st) == 0) {
+            memcpy(name->path, elf->path, sizeof(name->path));
+            name->dev = st.st_dev;
+            name->ino = st.st_ino;
+            name->bytes = (uint64_t)st.st_blocks * 512;
+        }
         close(elf->fd);
     }
     PyMem_RawFree(elf);
     return kept;
+}
+
+/* ---- Replaced files ------------------------------------------------------
+
+   A file whose arena's addresses took a new file is mapped no more: only
+   readers after the fact need it (perf report of a recording made while
+   it was mapped, without a copy in perf's build-id cache).  They are
+   kept, oldest first out, up to the limit (-X perf_tmp_limit,
+   PYTHON_PERF_TMP_LIMIT), so that a process that makes functions for
+   months keeps /tmp bounded.  A fork() child leaves its parent's alone. */
+
+static int64_t tmp_limit = 64 * 1024 * 1024;
+
+static struct {
+    _PyPerfElfName *items;        /* a ring: `n` from `head` */
+    size_t head;
+    size_t n;
+    size_t cap;
+    uint64_t bytes;
+} replaced;
+
+void
+_PyPerfElf_SetTmpLimit(int64_t limit)
+{
+    tmp_limit = limit;
+}
+
+/* Remove `f` if its name is still this process's file. */
+static void
+remove_replaced(const _PyPerfElfName *f)
+{
+    struct stat st;
+    if (lstat(f->path, &st) == 0 && st.st_dev == f->dev
+        && st.st_ino == f->ino)
+    {
+        (void)unlink(f->path);
+    }
+}
+
+void
+_PyPerfElf_Replaced(const _PyPerfElfName *name)
+{
+    if (name->path[0] == '\0') {
+        return;
+    }
+    int saved = errno;
+    if (replaced.n == replaced.cap) {
+        size_t cap = replaced.cap ? replaced.cap * 2 : 16;
+        _PyPerfElfName *items = PyMem_RawMalloc(cap * sizeof(*items));
+        if (items == NULL) {
+            /* (nowhere to keep it: it goes now, if files go at all) */
+            if (tmp_limit >= 0) {
+                remove_replaced(name);
+            }
+            errno = saved;
+            return;
+        }
+        for (size_t k = 0; k < replaced.n; k++) {
+            items[k] = replaced.items[(replaced.head + k) % replaced.cap];
+        }
+        PyMem_RawFree(replaced.items);
+        replaced.items = items;
+        replaced.head = 0;
+        replaced.cap = cap;
+    }
+    replaced.items[(replaced.head + replaced.n) % replaced.cap] = *name;
+    replaced.n++;
+    replaced.bytes += name->bytes;
+    while (tmp_limit >= 0 && replaced.n > 0
+           && replaced.bytes > (uint64_t)tmp_limit)
+    {
+        _PyPerfElfName *oldest = &replaced.items[replaced.head];
+        remove_replaced(oldest);
+        replaced.bytes -= oldest->bytes;
+        replaced.head = (replaced.head + 1) % replaced.cap;
+        replaced.n--;
+    }
+    errno = saved;
 }
 
 size_t
@@ -1118,6 +1206,10 @@ void
 _PyPerfElf_AfterFork(void)
 {
     files_made = 0;
+    /* (no allocator call in a fork() child's handler: the ring stays) */
+    replaced.head = 0;
+    replaced.n = 0;
+    replaced.bytes = 0;
 }
 
 #elif defined(PY_HAVE_PERF_TRAMPOLINE)
@@ -1151,9 +1243,23 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
 }
 
 int
-_PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf), int Py_UNUSED(keep_range))
+_PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf), int Py_UNUSED(keep_range),
+                 _PyPerfElfName *name)
 {
+    if (name != NULL) {
+        name->path[0] = '\0';
+    }
     return 0;
+}
+
+void
+_PyPerfElf_Replaced(const _PyPerfElfName *Py_UNUSED(name))
+{
+}
+
+void
+_PyPerfElf_SetTmpLimit(int64_t Py_UNUSED(limit))
+{
 }
 
 size_t

@@ -223,6 +223,16 @@ extern int _PyPerfUnwind_Table(size_t count, size_t stride,
    slot, a symbol per slot handed out. */
 typedef struct _PyPerfElf _PyPerfElf;
 
+/* A closed arena file, by name and identity (removed only while the name
+   is still this file's), and the bytes it takes on disk. */
+#define _PyPerf_ELF_PATH_ROOM 64
+typedef struct {
+    char path[_PyPerf_ELF_PATH_ROOM];   /* "" for none */
+    dev_t dev;
+    ino_t ino;
+    uint64_t bytes;
+} _PyPerfElfName;
+
 /* Make the file of `nslots` copies of the template `slot_size` bytes apart
    and map it, at `at` if not NULL (the start of the range of a file of
    the same layout that was closed keeping it, `at_size` bytes: the file
@@ -246,8 +256,16 @@ extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
 /* Let go of the file (its arena has no slot left to name, or is the
    parent's in a forked child); the code's mapping stays, and with
    `keep_range` the tables' addresses too (no access, no memory), for a
-   later file in the same range: whether they are held. */
-extern int _PyPerfElf_Close(_PyPerfElf *elf, int keep_range);
+   later file in the same range: whether they are held.  With `name`, what
+   _PyPerfElf_Replaced() needs later. */
+extern int _PyPerfElf_Close(_PyPerfElf *elf, int keep_range,
+                            _PyPerfElfName *name);
+/* The closed file `name` is mapped no more (a new file took its arena's
+   addresses): it joins the replaced files, the oldest of which are
+   removed while they take more than the limit. */
+extern void _PyPerfElf_Replaced(const _PyPerfElfName *name);
+/* The bytes replaced files may keep in /tmp (-1: no limit). */
+extern void _PyPerfElf_SetTmpLimit(int64_t limit);
 /* The same in the child of fork(), without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* Bytes of the file's private, read+execute mapping (headers, code,
@@ -340,6 +358,7 @@ typedef struct _PyPerfArena {
                                      names one of its slots */
     size_t range_size;            /* of a file arena's addresses held for
                                      a later file (0: none) */
+    _PyPerfElfName file_name;     /* its closed file's */
 } _PyPerfArena;
 
 /* Every arena, newest first. */

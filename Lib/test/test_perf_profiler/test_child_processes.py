@@ -183,6 +183,8 @@ class TestChildProcesses(unittest.TestCase):
                 (("-X", "perf_jit", "-X", "perf"), {},
                  ["-X", "perf", "-X", "perf_jit"]),
                 (("-X", "perf=1"), {}, ["-X", "perf=1"]),
+                (("-X", "perf", "-X", "perf_tmp_limit=8M"), {},
+                 ["-X", "perf", "-X", "perf_tmp_limit=8M"]),
                 ((), {"PYTHONPERFSUPPORT": "1"}, []),
                 (("-E", "-X", "perf"), {"PYTHON_PERF_JIT_SUPPORT": "1"},
                  ["-E", "-X", "perf"]),

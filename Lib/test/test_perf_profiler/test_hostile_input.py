@@ -52,6 +52,36 @@ class TestHostileInput(HostileInputCase):
                     else:
                         self.assertEqual(proc.stderr, "")
 
+    def test_tmp_limit_values(self):
+        # PYTHON_PERF_TMP_LIMIT and -X perf_tmp_limit: bytes, with K, M or
+        # G, or "unlimited"; anything else is ignored with a warning that
+        # names it, and neither turns a backend on.
+        for value, warns in (("0", False), ("64M", False), ("1g", False),
+                             ("unlimited", False), ("12345", False),
+                             ("", False), ("abc", True), ("5Q", True),
+                             ("-1", True), ("1.5M", True), ("9" * 30, True),
+                             ("16E", True), ("64MB", True),
+                             ("0" * 40 + "1K", False)):
+            for how in ("env", "option"):
+                with self.subTest(value=value, how=how):
+                    if how == "env":
+                        proc, pid = self.run_code(
+                            self.ACTIVE,
+                            env=env_with(PYTHON_PERF_TMP_LIMIT=value))
+                        name = "PYTHON_PERF_TMP_LIMIT"
+                    else:
+                        proc, pid = self.run_code(
+                            self.ACTIVE, "-X", f"perf_tmp_limit={value}")
+                        name = "-X perf_tmp_limit"
+                    self.assertEqual(proc.stdout.split()[-1], "False")
+                    # (an empty -X value is not a size; an empty variable
+                    # is as if unset)
+                    if warns or (how == "option" and value == ""):
+                        self.assertIn(f"RuntimeWarning: {name}='{value}' is "
+                                      f"not a size", proc.stderr)
+                    else:
+                        self.assertEqual(proc.stderr, "")
+
     def test_xoption_values(self):
         # -X perf and -X perf_jit ignore any value, as in 3.12+.
         for option, backend in (("perf=1", "perf"), ("perf_jit=0", "perf_jit"),

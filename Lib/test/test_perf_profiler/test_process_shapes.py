@@ -479,6 +479,51 @@ class TestProcessShapes(PerfTestCase):
                     # perf, whose map names every trampoline for good)
                     self.assertLessEqual(maps, 16, proc.stdout)
 
+    def test_tmp_limit_for_replaced_files(self):
+        # perf_jit, 300,000 new functions (100 alive): the files whose
+        # arenas' addresses went to new files stay in /tmp up to the limit
+        # (PYTHON_PERF_TMP_LIMIT, -X perf_tmp_limit over it), oldest
+        # removed first; every file still mapped stays.  Without a limit
+        # they take about 60 MiB.
+        code = CHURN + textwrap.dedent("""
+            import glob
+            def measure():
+                # (called once first: no function of its gets a new
+                # trampoline, which could replace a file, while it looks)
+                pid = os.getpid()
+                files = glob.glob(f"/tmp/py-perf-{pid}-*.so")
+                with open("/proc/self/maps") as f:
+                    mapped = {line.split()[-1] for line in f
+                              if "py-perf" in line}
+                unmapped = sum(os.stat(p).st_blocks * 512 for p in files
+                               if p not in mapped)
+                missing = [p for p in mapped if not os.path.exists(p)]
+                return unmapped, len(files), missing
+            measure()
+            for _ in churn(300_000):
+                pass
+            unmapped, nfiles, missing = measure()
+            print("unmapped", unmapped, "files", nfiles, missing,
+                  "missing", len(missing), sys.is_stack_trampoline_active())
+            """)
+        for env, args, limit in (("4M", (), 4 << 20),
+                                 ("64M", ("-X", "perf_tmp_limit=0"), 0),
+                                 ("unlimited", (), None)):
+            with self.subTest(env=env, args=args):
+                proc, _ = run_and_forget(
+                    self, "-X", "perf_jit", *args, "-c", code,
+                    env=env_with(PYTHON_PERF_TMP_LIMIT=env))
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(proc.stderr, "")
+                words = proc.stdout.split()
+                unmapped = int(words[words.index("unmapped") + 1])
+                self.assertEqual(words[-3:], ["missing", "0", "True"],
+                                 proc.stdout)
+                if limit is None:
+                    self.assertGreater(unmapped, 32 << 20, proc.stdout)
+                else:
+                    self.assertLessEqual(unmapped, limit, proc.stdout)
+
     @requires_perf
     def test_reused_addresses_named_right(self):
         # perf_jit: a dead arena's addresses go to a new file.  The
