@@ -71,7 +71,11 @@
  * tell the two owners apart: perf by the time of each file's mapping
  * (and of each jitdump record), debuggers by the objects registered now.
  * The map has no times: an arena one of whose slots it names
- * (_PyPerfSlot_Recorded()) is never replaced.  Every slot of the new
+ * (_PyPerfSlot_Recorded()) is never replaced, and the map names the slots
+ * of an arena file only while such files take less than /tmp's limit for
+ * dead functions' files (Python/perf_elf.c): later arena files are named
+ * by themselves alone, which is all perf reads for a file's addresses,
+ * and are replaced like any other.  Every slot of the new
  * file holds the same bytes at the same address as the old one's, so a
  * frame returning through a dead trampoline while the file is replaced
  * finds the instructions it left; the arena is replaced only some time
@@ -418,6 +422,9 @@ close_file(_PyPerfArena *a)
         a->range_size = 0;
     }
     a->elf = NULL;
+    if (a->named_for_good) {
+        _PyPerfElf_NamedForGood(a->file_name.bytes);
+    }
 }
 
 /* Make `a` the newest arena. */
@@ -497,6 +504,7 @@ arena_recycle(size_t size, size_t slot_size)
     a->nlive = 0;
     a->retired = 0;
     a->full = 0;
+    a->named_by_file_only = 0;
     a->code_map_size = _PyPerfElf_CodeMapSize(elf);
     a->range_size = _PyPerfElf_RangeSize(elf);
     arena_push(a);
@@ -613,12 +621,24 @@ _PyPerfSlot_Recorded(const char *tramp, int for_good)
 {
     _PyPerfArena *a = arena_of(tramp);
     if (a == NULL) {
-        return 0;
+        return _PyPerf_RECORD_NOW;
     }
-    if (for_good) {
-        a->named_for_good = 1;
+    if (!for_good || a->named_for_good) {
+        return a->in_file ? _PyPerf_RECORD_LATER : _PyPerf_RECORD_NOW;
     }
-    return a->in_file;
+    if (a->in_file
+        && (a->named_by_file_only || !_PyPerfElf_MayNameForGood()))
+    {
+        a->named_by_file_only = 1;
+        return _PyPerf_RECORD_NONE;
+    }
+    a->named_for_good = 1;
+    if (a->in_file && a->elf == NULL) {
+        /* (closed: its file's bytes are known; else they count once it
+           is closed) */
+        _PyPerfElf_NamedForGood(a->file_name.bytes);
+    }
+    return a->in_file ? _PyPerf_RECORD_LATER : _PyPerf_RECORD_NOW;
 }
 
 /* co_extra free function: the code object is going away. */

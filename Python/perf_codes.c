@@ -219,13 +219,17 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
                   _PyPerfSlot *info, int bit)
 {
     /* A trampoline in an arena file is named there: its record may wait
-       for others (one write() for many); one in anonymous memory has
-       only this record, which goes out now. */
-    _PyPerfFile_Later(st->file, _PyPerfSlot_Recorded(
-                                    tramp, st->backend->names_for_good));
-    int r = st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
+       for others (one write() for many), or, in a file the map leaves
+       to name itself, is not written at all; one in anonymous memory
+       has only this record, which goes out now. */
+    int record = _PyPerfSlot_Recorded(tramp, st->backend->names_for_good);
+    int r = 0;
+    if (record != _PyPerf_RECORD_NONE) {
+        _PyPerfFile_Later(st->file, record == _PyPerf_RECORD_LATER);
+        r = st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
                                      info->code);
-    _PyPerfFile_Later(st->file, 0);
+        _PyPerfFile_Later(st->file, 0);
+    }
     if (r < 0) {
         /* A block of records may have gone with it: all again next
            time. */

@@ -1101,9 +1101,18 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
    it was mapped, without a copy in perf's build-id cache).  They are
    kept, oldest first out, up to the limit (-X perf_tmp_limit,
    PYTHON_PERF_TMP_LIMIT), so that a process that makes functions for
-   months keeps /tmp bounded.  A fork() child leaves its parent's alone. */
+   months keeps /tmp bounded.  A fork() child leaves its parent's alone.
+
+   The files whose slots the map names are never replaced (the map has no
+   times) and count toward the limit first: the map names the slots of a
+   new file only while those files take less than a quarter of the limit,
+   so that with the map too the files of dead functions stay bounded, and
+   the rest keeps replaced files for reports made afterwards.  (The
+   arena layer asks, and tells the bytes of such a file once it is
+   closed.) */
 
 static int64_t tmp_limit = 64 * 1024 * 1024;
+static uint64_t named_for_good_bytes;
 
 static struct {
     _PyPerfElfName *items;        /* a ring: `n` from `head` */
@@ -1128,6 +1137,22 @@ remove_replaced(const _PyPerfElfName *f)
         && st.st_ino == f->ino)
     {
         (void)unlink(f->path);
+    }
+}
+
+/* Remove the oldest replaced files while they and the files the map
+   names take more than the limit. */
+static void
+trim_replaced(void)
+{
+    while (tmp_limit >= 0 && replaced.n > 0
+           && replaced.bytes + named_for_good_bytes > (uint64_t)tmp_limit)
+    {
+        _PyPerfElfName *oldest = &replaced.items[replaced.head];
+        remove_replaced(oldest);
+        replaced.bytes -= oldest->bytes;
+        replaced.head = (replaced.head + 1) % replaced.cap;
+        replaced.n--;
     }
 }
 
@@ -1160,15 +1185,22 @@ _PyPerfElf_Replaced(const _PyPerfElfName *name)
     replaced.items[(replaced.head + replaced.n) % replaced.cap] = *name;
     replaced.n++;
     replaced.bytes += name->bytes;
-    while (tmp_limit >= 0 && replaced.n > 0
-           && replaced.bytes > (uint64_t)tmp_limit)
-    {
-        _PyPerfElfName *oldest = &replaced.items[replaced.head];
-        remove_replaced(oldest);
-        replaced.bytes -= oldest->bytes;
-        replaced.head = (replaced.head + 1) % replaced.cap;
-        replaced.n--;
-    }
+    trim_replaced();
+    errno = saved;
+}
+
+int
+_PyPerfElf_MayNameForGood(void)
+{
+    return tmp_limit < 0 || named_for_good_bytes < (uint64_t)tmp_limit / 4;
+}
+
+void
+_PyPerfElf_NamedForGood(uint64_t bytes)
+{
+    int saved = errno;
+    named_for_good_bytes += bytes;
+    trim_replaced();
     errno = saved;
 }
 
@@ -1210,6 +1242,7 @@ _PyPerfElf_AfterFork(void)
     replaced.head = 0;
     replaced.n = 0;
     replaced.bytes = 0;
+    named_for_good_bytes = 0;
 }
 
 #elif defined(PY_HAVE_PERF_TRAMPOLINE)
@@ -1259,6 +1292,17 @@ _PyPerfElf_Replaced(const _PyPerfElfName *Py_UNUSED(name))
 
 void
 _PyPerfElf_SetTmpLimit(int64_t Py_UNUSED(limit))
+{
+}
+
+int
+_PyPerfElf_MayNameForGood(void)
+{
+    return 1;
+}
+
+void
+_PyPerfElf_NamedForGood(uint64_t Py_UNUSED(bytes))
 {
 }
 

@@ -266,6 +266,11 @@ extern int _PyPerfElf_Close(_PyPerfElf *elf, int keep_range,
 extern void _PyPerfElf_Replaced(const _PyPerfElfName *name);
 /* The bytes replaced files may keep in /tmp (-1: no limit). */
 extern void _PyPerfElf_SetTmpLimit(int64_t limit);
+/* May a record without a time name the slots of one more arena file?
+   Such files are never replaced and count toward the limit first. */
+extern int _PyPerfElf_MayNameForGood(void);
+/* A closed file of `bytes` whose slots such records name. */
+extern void _PyPerfElf_NamedForGood(uint64_t bytes);
 /* The same in the child of fork(), without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* Bytes of the file's private, read+execute mapping (headers, code,
@@ -356,6 +361,7 @@ typedef struct _PyPerfArena {
     int64_t retired_ns;           /* when it was retired (coarse) */
     int named_for_good;           /* a record without a time (the map's)
                                      names one of its slots */
+    int named_by_file_only;       /* the map names none of its slots */
     size_t range_size;            /* of a file arena's addresses held for
                                      a later file (0: none) */
     _PyPerfElfName file_name;     /* its closed file's */
@@ -372,11 +378,21 @@ extern char *_PyPerfSlot_Next(size_t slot_size);
 extern _PyPerfSlot *_PyPerfSlot_Take(PyCodeObject *code);
 /* The record of the slot `tramp` is in, or NULL if it is in no arena. */
 extern _PyPerfSlot *_PyPerfSlot_Of(const char *tramp);
-/* A record of trampoline `tramp` goes to a backend's file; one whose
-   records have no time (`for_good`: the map) names its address for as
-   long as the file is read, and the arena's addresses never go to
-   another file.  Is `tramp` in an arena file (which names it whatever
-   becomes of the process)? */
+/* What becomes of a record of a trampoline (_PyPerfSlot_Recorded()). */
+enum {
+    _PyPerf_RECORD_NOW,           /* in anonymous memory: written at once */
+    _PyPerf_RECORD_LATER,         /* in an arena file, which names it
+                                     whatever becomes of the process: the
+                                     record may wait for others */
+    _PyPerf_RECORD_NONE,          /* in an arena file whose slots the map
+                                     does not name: no record */
+};
+/* A record of trampoline `tramp` is about to go to a backend's file.  One
+   whose records have no time (`for_good`: the map) names its address for
+   as long as the file is read, so the arena's addresses never go to
+   another file; the map names the slots of arena files only while their
+   files fit in /tmp's limit (_PyPerfElf_MayNameForGood()), later ones
+   are named by their files alone.  One of _PyPerf_RECORD_*. */
 extern int _PyPerfSlot_Recorded(const char *tramp, int for_good);
 /* The record of trampoline `tramp` if it was handed out, is still
    `code`'s and is at least `slot_size` bytes from the next one; else

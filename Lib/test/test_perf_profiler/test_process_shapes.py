@@ -434,10 +434,12 @@ class TestProcessShapes(PerfTestCase):
         # resident memory grows by at most 8 MiB (it grew by about 120 MiB
         # with perf and 210 MiB with perf_jit before arenas whose
         # functions all died gave their pages back), and with perf_jit
-        # its mappings by at most 16 (it was about 380).  A function made
-        # before the churn and alive throughout is called after it.  With
-        # a switch of backends half-way, the churn's own frames move to
-        # wider slots while they run (their arena is then kept whole).
+        # its mappings by at most 16 (it was about 380; with perf, whose
+        # map names the first arenas for good, under a limit that those
+        # reach before the 100,000th).  A function made before the churn
+        # and alive throughout is called after it.  With a switch of
+        # backends half-way, the churn's own frames move to wider slots
+        # while they run (their arena is then kept whole).
         code = CHURN + textwrap.dedent("""
             def rss():
                 with open("/proc/self/status") as f:
@@ -462,11 +464,14 @@ class TestProcessShapes(PerfTestCase):
             print("growth", growth, maps, keeper(),
                   sys.is_stack_trampoline_active())
             """)
-        for option, switch in (("perf", None), ("perf_jit", None),
-                               ("perf", "perf_jit")):
-            with self.subTest(option=option, switch=switch):
+        for option, switch, limit in (
+                ("perf", None, ()),
+                ("perf", None, ("-X", "perf_tmp_limit=4M")),
+                ("perf_jit", None, ()),
+                ("perf", "perf_jit", ())):
+            with self.subTest(option=option, switch=switch, limit=limit):
                 proc, _ = run_and_forget(
-                    self, "-X", option, "-c",
+                    self, "-X", option, *limit, "-c",
                     code.replace("SWITCH", repr(switch)))
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stderr, "")
@@ -474,17 +479,19 @@ class TestProcessShapes(PerfTestCase):
                 self.assertEqual(words[-2:], ["7", "True"])
                 growth, maps = int(words[-4]), int(words[-3])
                 self.assertLess(growth, 8 << 20, proc.stdout)
-                if option == "perf_jit":
-                    # (new files go into dead arenas' addresses; not with
-                    # perf, whose map names every trampoline for good)
+                if option == "perf_jit" or limit:
+                    # (new files go into dead arenas' addresses; with perf
+                    # once the arenas the map names take a quarter of the
+                    # limit)
                     self.assertLessEqual(maps, 16, proc.stdout)
 
     def test_tmp_limit_for_replaced_files(self):
-        # perf_jit, 300,000 new functions (100 alive): the files whose
-        # arenas' addresses went to new files stay in /tmp up to the limit
+        # 300,000 new functions (100 alive): the files whose arenas'
+        # addresses went to new files stay in /tmp up to the limit
         # (PYTHON_PERF_TMP_LIMIT, -X perf_tmp_limit over it), oldest
         # removed first; every file still mapped stays.  Without a limit
-        # they take about 60 MiB.
+        # they take about 60 MiB with perf_jit.  With perf the files the
+        # map names count first.
         code = CHURN + textwrap.dedent("""
             import glob
             def measure():
@@ -506,12 +513,14 @@ class TestProcessShapes(PerfTestCase):
             print("unmapped", unmapped, "files", nfiles, missing,
                   "missing", len(missing), sys.is_stack_trampoline_active())
             """)
-        for env, args, limit in (("4M", (), 4 << 20),
-                                 ("64M", ("-X", "perf_tmp_limit=0"), 0),
-                                 ("unlimited", (), None)):
-            with self.subTest(env=env, args=args):
+        for mode, env, args, limit in (
+                ("perf_jit", "4M", (), 4 << 20),
+                ("perf_jit", "64M", ("-X", "perf_tmp_limit=0"), 0),
+                ("perf_jit", "unlimited", (), None),
+                ("perf", "4M", (), 4 << 20)):
+            with self.subTest(mode=mode, env=env, args=args):
                 proc, _ = run_and_forget(
-                    self, "-X", "perf_jit", *args, "-c", code,
+                    self, "-X", mode, *args, "-c", code,
                     env=env_with(PYTHON_PERF_TMP_LIMIT=env))
                 self.assertEqual(proc.returncode, 0, proc.stderr)
                 self.assertEqual(proc.stderr, "")
@@ -602,6 +611,88 @@ class TestProcessShapes(PerfTestCase):
         # (a sample may fall in a function that returns at once)
         wrong = {name: n for name, n in innermost.items()
                  if not name.startswith(("py::hot_", "py::<module>"))
+                 and n > 3}
+        self.assertEqual(wrong, {}, innermost)
+
+    @requires_perf
+    def test_reused_addresses_named_by_files(self):
+        # perf: once the arenas the map names take a quarter of the limit,
+        # later arena files are named by themselves alone and their
+        # addresses go to new files (the replaced ones stay: the limit
+        # keeps them).  The process knows which: after each spinner
+        # (40 ms of CPU, its trampoline in the newest file) it reads its
+        # own mappings and says whether that file took an earlier file's
+        # addresses.  perf, reading each file at its mapping's time, must
+        # name every spinner after itself, never after an earlier owner.
+        source = textwrap.dedent("""
+            import os, sys, time, types
+            print("PID", os.getpid(), flush=True)
+            def template():
+                return 1
+            def spinner():
+                end = time.process_time() + 0.04
+                while time.process_time() < end:
+                    pass
+            owners = {}
+            def newest_reused():
+                files = {}
+                with open("/proc/self/maps") as f:
+                    for line in f:
+                        path = line.split()[-1]
+                        if "/py-perf-" in path:
+                            start = int(line.split("-")[0], 16)
+                            files[path] = min(start, files.get(path, start))
+                # (/tmp/py-perf-PID-N.so: the largest N)
+                newest = max(files, key=lambda p: int(p[:-3].split("-")[-1]))
+                for path, start in files.items():
+                    owners.setdefault(start, set()).add(path)
+                return len(owners[files[newest]]) > 1
+            newest_reused()
+            for phase in "abc":
+                for i in range(40000):
+                    if i % 4000 == 2000:
+                        name = f"hot_{phase}{i // 4000}"
+                        code = spinner.__code__
+                    else:
+                        name = f"{phase}{i}"
+                        code = template.__code__
+                    code = code.replace(co_name=name, co_qualname=name)
+                    types.FunctionType(code, globals())()
+                    if name.startswith("hot_"):
+                        print("HOT", name, newest_reused())
+            """)
+        script = make_script(self.tmp, "reuse", source)
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999",
+                         *(("-g",) if HAVE_FRAME_POINTERS
+                           else ("--call-graph", "dwarf")),
+                         "-o", data, "--",
+                         sys.executable, "-X", "perf",
+                         "-X", "perf_tmp_limit=16M", script),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        hot = [line.split()[1:] for line in proc.stdout.splitlines()
+               if line.startswith("HOT ")]
+        self.assertEqual(len(hot), 30, proc.stdout)
+        reused = [name for name, was in hot if was == "True"]
+        self.assertGreaterEqual(len(reused), 5, hot)
+        samples = parse_perf_script(self.perf_script(data))
+        innermost = {}
+        for sample in samples:
+            names = [sym.rsplit(":", 1)[0] for sym, _ in sample
+                     if sym.startswith("py::")]
+            if names:
+                innermost[names[0]] = innermost.get(names[0], 0) + 1
+        for name, _ in hot:
+            self.assertGreaterEqual(innermost.get("py::" + name, 0), 10,
+                                    (name, innermost))
+        wrong = {name: n for name, n in innermost.items()
+                 if not name.startswith(("py::hot_", "py::<module>",
+                                         "py::newest_reused"))
                  and n > 3}
         self.assertEqual(wrong, {}, innermost)
 
