@@ -135,6 +135,11 @@ CAP_SYS_ADMIN, CAP_PERFMON = 21, 38
 # Seconds to wait for the acknowledgement of an activation (or of the
 # deactivation after): an idle process keeps it pending, which is fine.
 REQUEST_TIMEOUT = 1.0
+# How long to wait for the seal before perf ends: a process that runs no
+# Python code now keeps it pending (served when it next does) and its
+# newest file without a build-id in this recording; the recording's end
+# does not wait for it.
+SEAL_TIMEOUT = 0.5
 # Seconds given to the interpreter query and the event probe.
 PROBE_TIMEOUT = 30
 # Seconds between two looks at perf while it records (a stop asked for,
@@ -835,6 +840,29 @@ def started_since(pids, known):
     return found
 
 
+def _seal(pids, known):
+    """Have `pids` and the processes they started since (started_since())
+    seal their trampoline files, so that perf, which reads the build-ids
+    when its recording ends, keeps a copy of every file it saw for
+    reports made once the files are gone.  A process that does not know
+    the request (an earlier build) is left as it is; one that runs no
+    Python code now: see SEAL_TIMEOUT (a later request, the restore's,
+    takes the pending one's place)."""
+    pt = _pt()
+    try:
+        pids = list(pids) + started_since(pids, known)
+        outcomes = pt.request_all(pids, pt.REQ_SEAL, SEAL_TIMEOUT)
+    except Exception as exc:
+        # (a best effort: the recording is what matters)
+        note("could not ask for the trampoline files' build-ids: %s" % exc)
+        return
+    for out in outcomes:
+        if not out.ok and not out.pending and pt.exists(out.pid) \
+                and out.snapshot is not None \
+                and out.snapshot.result == pt.RESULT_REFUSED:
+            note("could not seal the trampoline files: %s" % out.text)
+
+
 def _restore(pids, known=()):
     """Turn the trampoline off again in `pids` (those _activate() turned
     on) and in the processes they started meanwhile (started_since(pids,
@@ -955,14 +983,14 @@ def _perf_error(text):
 
 
 def _run_perf(cmd, signals, output, announce=(), env=None, stop_after=None,
-              capture=False):
+              capture=False, before_stop=None):
     """Run perf record `cmd`, writing `output`, to its end.  From before
     it starts (when the lines `announce` are printed), SIGINT, SIGTERM and
     SIGHUP stop the recording, not record: perf gets SIGINT, the signal it
     ends cleanly on, once it has made `output` (its handlers are in place
-    then; or after STOP_GRACE seconds).  It gets the same after
-    `stop_after` seconds.  Returns (exit status, its stderr when
-    `capture`)."""
+    then; or after STOP_GRACE seconds), and `before_stop()` was called.
+    It gets the same after `stop_after` seconds.  Returns (exit status,
+    its stderr when `capture`)."""
     err = tempfile.TemporaryFile() if capture else None
     try:
         with signals.mode_of("perf"):
@@ -973,7 +1001,7 @@ def _run_perf(cmd, signals, output, announce=(), env=None, stop_after=None,
                 proc = subprocess.Popen(cmd, env=env, stderr=err)
             except OSError as exc:
                 raise RecordError("cannot run perf: %s" % exc)
-            _wait_for_perf(proc, signals, output, stop_after)
+            _wait_for_perf(proc, signals, output, stop_after, before_stop)
         text = ""
         if err is not None:
             err.seek(0)
@@ -984,7 +1012,7 @@ def _run_perf(cmd, signals, output, announce=(), env=None, stop_after=None,
             err.close()
 
 
-def _wait_for_perf(proc, signals, output, stop_after):
+def _wait_for_perf(proc, signals, output, stop_after, before_stop):
     start = time.monotonic()
     asked = sent = None
     try:
@@ -1000,6 +1028,8 @@ def _wait_for_perf(proc, signals, output, stop_after):
                 asked = now
             if asked is not None and sent is None and (
                     os.path.exists(output) or now - asked >= STOP_GRACE):
+                if before_stop is not None:
+                    before_stop()
                 proc.send_signal(signal.SIGINT)
                 sent = now
     finally:
@@ -1165,9 +1195,10 @@ def _record_pids(perf, args, outputs, signals):
         if refused is not None:
             raise RecordError("cannot turn the trampoline on: %s"
                               % refused.text)
-        status, err = _run_perf(cmd, signals, data,
-                                [_command_line(cmd), until],
-                                stop_after=args.duration, capture=True)
+        status, err = _run_perf(
+            cmd, signals, data, [_command_line(cmd), until],
+            stop_after=args.duration, capture=True,
+            before_stop=lambda: _seal(targets.pids, targets.known))
     finally:
         # Plain stores, with no call before them: the interpreter runs a
         # signal handler only at calls and backward jumps, so no Stopped

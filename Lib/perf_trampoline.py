@@ -77,7 +77,7 @@ from _perf_remote import (CopiedBlock, LiveError, Memory, NoBlock,
                           ns_pid, printable, symbol_addresses)
 
 __all__ = ["LiveError", "ProcessGone", "NoBlock", "CopiedBlock", "Target",
-           "Outcome", "activate", "deactivate",
+           "Outcome", "activate", "deactivate", "seal",
            "request_all", "status", "children_of", "main"]
 
 MAGIC = b"PyPerfL\0"
@@ -139,7 +139,7 @@ _BREAKER = struct.Struct("=i")
 
 STATE_STARTING, STATE_READY, STATE_DISABLED, STATE_FINALIZING = 0, 1, 2, 3
 STATE_NAMES = {0: "starting", 1: "ready", 2: "disabled", 3: "finalizing"}
-REQ_NONE, REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE = 0, 1, 2, 3
+REQ_NONE, REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL = 0, 1, 2, 3, 4
 BACKEND_CODES = {"perf": REQ_PERF, "perf_jit": REQ_PERF_JIT}
 BACKEND_NAMES = {0: "none", 1: "perf", 2: "perf_jit"}
 RESULT_DONE, RESULT_NO_FILE, RESULT_REFUSED, RESULT_UNKNOWN = 0, 1, 2, 3
@@ -353,6 +353,8 @@ def _describe(pid, code, snap):
     if result == RESULT_DONE:
         if code == REQ_DEACTIVATE:
             return True, "%d: deactivated" % pid
+        if code == REQ_SEAL:
+            return True, "%d: trampoline files sealed" % pid
         path = snap.file
         if snap.active != code or not path:
             # The process changed its state again before the block was
@@ -449,6 +451,9 @@ class _Request:
             return False
         if self.code == REQ_DEACTIVATE:
             return snap.active == 0
+        if self.code == REQ_SEAL:
+            # (a seal leaves nothing in the block to see)
+            return False
         return snap.active == self.code
 
     def _replaced(self, snap):
@@ -536,6 +541,12 @@ def deactivate(pid, timeout=DEFAULT_TIMEOUT):
     return request(pid, REQ_DEACTIVATE, timeout)
 
 
+def seal(pid, timeout=DEFAULT_TIMEOUT):
+    """Have `pid` seal the trampoline file that still takes names: it gets
+    its build-id, so that a recording that ends now keeps a copy."""
+    return request(pid, REQ_SEAL, timeout)
+
+
 def status(pid):
     """What the block of `pid` shows, as an Outcome (only reads): ok for
     a process with a block, else its text says why."""
@@ -550,9 +561,9 @@ def status(pid):
     if snap.file:
         words.append(snap.file)
     req = snap.request
-    if req in (REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE):
+    if req in (REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL):
         words.append("(request %s pending)" % (
-            {1: "perf", 2: "perf_jit", 3: "deactivate"}[req]))
+            {1: "perf", 2: "perf_jit", 3: "deactivate", 4: "seal"}[req]))
     elif req != REQ_NONE:
         words.append("(unknown request code %d in the block)" % req)
     if snap.state == STATE_DISABLED:
@@ -592,7 +603,8 @@ def _seconds(text):
 
 
 def _add_live_parsers(sub):
-    """The commands of live activation: activate, deactivate, status."""
+    """The commands of live activation: activate, deactivate, seal,
+    status."""
     def common(p, timeout=True):
         p.add_argument("--children", action="store_true",
                        help="also reach every descendant of each PID "
@@ -636,6 +648,17 @@ def _add_live_parsers(sub):
                        epilog=exit_status)
     common(p)
     p.set_defaults(run=_run_request, backend=None)
+    p = sub.add_parser("seal", help="give the trampoline files their "
+                       "build-ids now (before perf record -p ends)",
+                       description="Have each process seal the trampoline "
+                       "file that still takes names: it gets its build-id, "
+                       "which perf reads when its recording ends, and "
+                       "keeps a copy of the file in its build-id cache "
+                       "(with --buildid-all) for reports made after the "
+                       "file is gone.  Later functions go to a new file.",
+                       epilog=exit_status)
+    common(p)
+    p.set_defaults(run=_run_request, backend=None, seal=True)
     p = sub.add_parser("status", help="show what is active (only reads)",
                        description="Show, for each process, whether it "
                        "takes requests, the active backend and its file, "
@@ -654,16 +677,25 @@ def _run_status(args):
 
 
 def _run_request(args):
-    """activate (args.backend set) or deactivate: one line per process."""
-    code = BACKEND_CODES[args.backend] if args.backend else REQ_DEACTIVATE
+    """activate (args.backend set), deactivate or seal: one line per
+    process."""
+    if getattr(args, "seal", False):
+        code = REQ_SEAL
+    elif args.backend:
+        code = BACKEND_CODES[args.backend]
+    else:
+        code = REQ_DEACTIVATE
     timeout = args.timeout
     if timeout is None:
         timeout = WAIT_TIMEOUT if args.wait else CLI_TIMEOUT
     failed = pending = 0
     pids = _with_children(args.pids, args.children)
+    # (a seal still pending has not sealed: the recording that asks for
+    # it is about to end)
+    waits = args.wait or code == REQ_SEAL
     for out in request_all(pids, code, timeout):
         # Pending is delivered: a failure only to a caller who waits.
-        delivered = out.ok or (out.pending and not args.wait)
+        delivered = out.ok or (out.pending and not waits)
         stream = sys.stdout if delivered else sys.stderr
         print(out.text, file=stream, flush=True)
         if out.pending:
@@ -672,7 +704,7 @@ def _run_request(args):
             failed += 1
     if failed:
         return 1
-    return EXIT_PENDING if pending and args.wait else 0
+    return EXIT_PENDING if pending and waits else 0
 
 
 def main(argv=None):

@@ -363,7 +363,7 @@ set_tmp_limit(const PyConfig *config)
                          "or 'unlimited'); ignored", names[k], sources[k]);
             continue;
         }
-        _PyPerfElf_SetTmpLimit(limit);
+        _PyPerf_SetTmpLimit(limit);
     }
 }
 #endif

@@ -72,11 +72,12 @@
  * (and of each jitdump record), debuggers by the objects registered now.
  * The map has no times: an arena one of whose slots it names
  * (_PyPerfSlot_Recorded()) is never replaced, and the map names the slots
- * of an arena file only while such files take less than /tmp's limit for
- * dead functions' files (Python/perf_elf.c): later arena files are named
- * by themselves alone, which is all perf reads for a file's addresses,
- * and are replaced like any other.  Every slot of the new
- * file holds the same bytes at the same address as the old one's, so a
+ * of an arena file only while such files take less than a quarter of
+ * /tmp's limit for dead functions' files (Python/perf_elf.c): later arena
+ * files are named by themselves alone, which is all perf reads for a
+ * file's addresses, and are replaced like any other.  Arenas inherited
+ * through fork() count toward the parent's limit, not the child's.
+ * Every slot of the new file holds the same bytes at the same address as the old one's, so a
  * frame returning through a dead trampoline while the file is replaced
  * finds the instructions it left; the arena is replaced only some time
  * after it died (a sample taken in that return would take the new
@@ -633,7 +634,7 @@ _PyPerfSlot_Recorded(const char *tramp, int for_good)
         return _PyPerf_RECORD_NONE;
     }
     a->named_for_good = 1;
-    if (a->in_file && a->elf == NULL) {
+    if (a->in_file && a->elf == NULL && !a->inherited) {
         /* (closed: its file's bytes are known; else they count once it
            is closed) */
         _PyPerfElf_NamedForGood(a->file_name.bytes);
@@ -751,6 +752,25 @@ _PyPerfSlot_Take(PyCodeObject *code)
     info->code = code;
     a->nlive++;
     return info;
+}
+
+void
+_PyPerfArena_SetTmpLimit(int64_t limit)
+{
+    _PyPerfElf_SetTmpLimit(limit);
+}
+
+int
+_PyPerfArena_Seal(void)
+{
+    _PyPerfArena *a = _PyPerf_arenas;
+    if (a == NULL || a->elf == NULL || a->nused == 0) {
+        /* (a file that names nothing yet stays open for names) */
+        return 0;
+    }
+    close_file(a);
+    a->full = 1;
+    return 1;
 }
 
 void

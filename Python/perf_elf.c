@@ -28,7 +28,8 @@
  *     0        ELF header, 3 program headers (PT_LOAD of [0, end of
  *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME, PT_NOTE),
  *              .note.gnu.build-id (20 random bytes, so that perf's build-id
- *              cache and `perf archive` keep each file apart)
+ *              cache and `perf archive` keep each file apart; a build-id
+ *              only once the file is sealed: see "Sealing")
  *     320      .text: nslots copies of the template, slot_size apart
  *              .eh_frame: CIE, one FDE per slot, terminator
  *              .eh_frame_hdr: one table entry per slot
@@ -41,8 +42,7 @@
  *              .debug_abbrev, .debug_info, .debug_aranges: one compile
  *              unit over .text; .debug_line: its line table (see "Source
  *              lines")
- *              .shstrtab, .gnu_debuglink (the file's own name), the
- *              section headers
+ *              .shstrtab, the section headers
  *              .strtab: 256 bytes a slot, and room for the longest name;
  *              .debug_line_str is the same bytes
  *
@@ -75,21 +75,27 @@
  * or, if that fails too, to anonymous memory and the map, with a
  * warning.
  *
- * The build-id stays the same while names are added.  perf reads it when
- * a recording ends, and when it reports it refuses a file whose build-id
- * is not the one it recorded: its build-id cache (~/.debug) holds a hard
- * link to the file when it is on /tmp's file system, and with
- * --no-buildid-cache it reads /tmp itself, so a build-id that changed
- * with the names would cost every later report its symbols.  Where the
- * cache holds a copy instead (~/.debug on another file system), the copy
- * is made when the first recording that saw the file ends, and later
- * recordings of the same process, which find a copy under the same
- * build-id, make none: the copy lacks the names given since.  So the
- * file's .gnu_debuglink names the file itself: perf follows a debuglink
- * before it looks in its cache, and reads the names from /tmp, as they
- * are now, for as long as the file is there.  Once it is gone, the cache
- * (and `perf archive`, which packs the cache's copy) names what the first
- * recording saw; the howto says how to refresh it.
+ * Sealing
+ * -------
+ * A build-id must stand for one set of names: perf's build-id cache
+ * (~/.debug), `perf archive`, debuginfod and the fleet profilers keep the
+ * first copy of a file they see under a build-id, for good.  So a file
+ * has none while names are added: its note's owner is "PyP", type 1,
+ * which no reader takes for a build-id (perf, the kernel and elfutils
+ * take owner "GNU", type NT_GNU_BUILD_ID).  When the file is let go
+ * (its arena full, no room for more names, a newer arena made, at exit
+ * and os._exit(), or on a live request: `python -m perf_trampoline seal`,
+ * which `record --pid` sends before its recording ends), those 8 bytes
+ * become "GNU" and NT_GNU_BUILD_ID in one pwrite(): every name is in the
+ * file by then, and it never changes again.  A reader sees the file without a build-id, or with its final
+ * one.  perf reads the file of a mapping without a build-id by its path,
+ * with today's names (a slot is named before its first call, so a
+ * recording never needs a name given later), and caches a sealed file
+ * whole.  A process killed while a file is open leaves it without a
+ * build-id: readable by path, never cached; so does its core (taken by
+ * gcore or by the kernel), whose copy of the first page holds the note:
+ * a symbol server cannot be asked for that file (gdb names its frames
+ * from the debuggers' objects in the core all the same).
  *
  * Source lines
  * ------------
@@ -142,6 +148,7 @@
 #include <elf.h>
 #include <errno.h>
 #include <fcntl.h>                // open()
+#include <stddef.h>               // offsetof()
 #include <string.h>
 #include <sys/mman.h>             // mmap()
 #include <sys/random.h>           // getrandom()
@@ -161,15 +168,15 @@ _Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
 enum {
     SEC_NULL, SEC_NOTE, SEC_TEXT, SEC_EH_FRAME, SEC_EH_FRAME_HDR,
     SEC_SYMTAB, SEC_ABBREV, SEC_INFO, SEC_ARANGES, SEC_LINE, SEC_SHSTRTAB,
-    SEC_STRTAB, SEC_LINE_STR, SEC_DEBUGLINK, NSECTIONS
+    SEC_STRTAB, SEC_LINE_STR, NSECTIONS
 };
 static const char shstrtab[] =
     "\0.note.gnu.build-id\0.text\0.eh_frame\0.eh_frame_hdr\0.symtab"
     "\0.debug_abbrev\0.debug_info\0.debug_aranges\0.debug_line"
-    "\0.shstrtab\0.strtab\0.debug_line_str\0.gnu_debuglink";
+    "\0.shstrtab\0.strtab\0.debug_line_str";
 /* Offsets of the names in shstrtab, by section. */
 static const Elf64_Word shname[NSECTIONS] = {
-    0, 1, 20, 26, 36, 50, 58, 72, 84, 99, 111, 121, 129, 145};
+    0, 1, 20, 26, 36, 50, 58, 72, 84, 99, 111, 121, 129};
 
 /* Names tried before giving up: stale files of earlier processes with our
    pid (a container's pid 1, restarted with the same /tmp) pile up. */
@@ -555,8 +562,6 @@ typedef struct {
     uint64_t abbrev_off;              /* the debug sections, from here */
     debug_layout at;                  /* ... at these offsets from it */
     uint64_t shstrtab_off;
-    uint64_t debuglink_off;           /* .gnu_debuglink, room for ... */
-    uint64_t debuglink_size;          /* ... this once the name is known */
     uint64_t shdr_off;                /* the section headers */
     uint64_t strtab_off, strtab_size;
     uint64_t file_size;
@@ -600,10 +605,7 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     _PyPerfBytes measure = {NULL, 0, 0};
     put_debug_sections(&measure, nslots, slot_size, &L->at);
     L->shstrtab_off = L->abbrev_off + L->at.end;
-    L->debuglink_off = _Py_SIZE_ROUND_UP(L->shstrtab_off + sizeof(shstrtab),
-                                         4);
-    L->debuglink_size = _Py_SIZE_ROUND_UP(PATH_ROOM, 4) + 4;
-    L->shdr_off = _Py_SIZE_ROUND_UP(L->debuglink_off + L->debuglink_size, 8);
+    L->shdr_off = _Py_SIZE_ROUND_UP(L->shstrtab_off + sizeof(shstrtab), 8);
     L->strtab_off = L->shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
     L->strtab_size = STRTAB_INIT_SIZE + (uint64_t)nslots * NAME_ROOM
                      + _PyPerf_NAME_MAX + 1;
@@ -616,17 +618,38 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     return 0;
 }
 
+/* The note's type and owner until the file is sealed (no reader's
+   build-id), and after: see "Sealing".  The two are 8 bytes at
+   NOTE_OFF + 8. */
+#define UNSEALED_TYPE 1
+#define UNSEALED_OWNER "PyP"
+#define SEAL_OFF (NOTE_OFF + offsetof(Elf64_Nhdr, n_type))
+#define SEAL_SIZE (sizeof(Elf64_Word) + 4)
+_Static_assert(offsetof(Elf64_Nhdr, n_type) + sizeof(Elf64_Word)
+               == sizeof(Elf64_Nhdr), "the owner follows the type");
+
 /* .note.gnu.build-id: 20 random bytes, so that perf's build-id cache and
-   `perf archive` keep every file apart.  It stays the same while names
-   are added: see "Naming through memory". */
+   `perf archive` keep every file apart, under an owner that makes them
+   no build-id until the file is sealed. */
 static void
 put_build_id(unsigned char *note)
 {
     Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = BUILD_ID_SIZE,
-                     .n_type = NT_GNU_BUILD_ID};
+                     .n_type = UNSEALED_TYPE};
     memcpy(note, &nh, sizeof(nh));
-    memcpy(note + sizeof(nh), "GNU", 4);
+    memcpy(note + sizeof(nh), UNSEALED_OWNER, 4);
     build_id(note + sizeof(nh) + 4, BUILD_ID_SIZE);
+}
+
+/* Make the note a GNU build-id: the file's names are final. */
+static void
+seal(int fd)
+{
+    unsigned char sealed[SEAL_SIZE];
+    Elf64_Word type = NT_GNU_BUILD_ID;
+    memcpy(sealed, &type, sizeof(type));
+    memcpy(sealed + sizeof(type), "GNU", 4);
+    (void)write_at(fd, sealed, sizeof(sealed), SEAL_OFF);
 }
 
 /* The code's part, [0, mapped_end): the ELF header, the program headers,
@@ -718,45 +741,19 @@ put_section_headers(Elf64_Shdr *sh, const file_layout *L)
     sh[SEC_SHSTRTAB] = (Elf64_Shdr){
         .sh_type = SHT_STRTAB, .sh_offset = L->shstrtab_off,
         .sh_size = sizeof(shstrtab), .sh_addralign = 1};
-    sh[SEC_DEBUGLINK] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_offset = L->debuglink_off,
-        .sh_size = L->debuglink_size, .sh_addralign = 4};
     for (int i = 0; i < NSECTIONS; i++) {
         sh[i].sh_name = shname[i];
     }
 }
 
 /* What is written of the tables, from .debug_abbrev to .strtab's first
-   strings: the debug sections, .shstrtab, .gnu_debuglink, the section
-   headers. */
+   strings: the debug sections, .shstrtab, the section headers. */
 #define TAIL_SIZE(L) ((L)->strtab_off + STRTAB_INIT_SIZE - (L)->abbrev_off)
 
-/* .gnu_debuglink: the file's own name, so that perf reads the names from
-   the file itself, as they are now, before it looks in its build-id
-   cache (see "Naming through memory").  perf reads the name and checks
-   the build-id.  The CRC that ends the section is 0: a CRC of a file
-   whose names are still being written could not be right.  elfutils and
-   gdb, which have the file's DWARF already, skip the link; binutils'
-   DWARF dumps (readelf -w, objdump -g, -S) follow it, find the CRC wrong,
-   say so in one line, and read the file itself.  Sets
-   L->debuglink_size. */
 static void
-put_debuglink(unsigned char *link, file_layout *L, const char *path)
-{
-    const char *name = strrchr(path, '/');
-    name = name ? name + 1 : path;
-    size_t len = strlen(name) + 1;
-    assert(_Py_SIZE_ROUND_UP(len, 4) + 4 <= L->debuglink_size);
-    memcpy(link, name, len);
-    L->debuglink_size = _Py_SIZE_ROUND_UP(len, 4) + 4;
-    /* (the padding and the CRC: zeros of the tail) */
-}
-
-static void
-put_tables_tail(unsigned char *tail, file_layout *L, const char *path)
+put_tables_tail(unsigned char *tail, const file_layout *L)
 {
     memset(tail, 0, (size_t)TAIL_SIZE(L));
-    put_debuglink(tail + (L->debuglink_off - L->abbrev_off), L, path);
     debug_layout at;
     _PyPerfBytes debug = {tail, 0, L->at.end};
     put_debug_sections(&debug, L->nslots, L->slot_size, &at);
@@ -926,7 +923,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
     if (elf->fd < 0) {
         goto fail_early;
     }
-    put_tables_tail(tail, &L, elf->path);
+    put_tables_tail(tail, &L);
     uint64_t backed;
     char *mem;
     struct stat st;
@@ -1078,9 +1075,10 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
 {
     int kept = release_range(elf->tables, elf->tables_len, keep_range);
     if (name != NULL) {
-        name->path[0] = '\0';
+        memset(name, 0, sizeof(*name));
     }
     if (still_ours(elf)) {
+        seal(elf->fd);
         struct stat st;
         if (name != NULL && fstat(elf->fd, &st) == 0) {
             memcpy(name->path, elf->path, sizeof(name->path));
@@ -1159,7 +1157,8 @@ trim_replaced(void)
 void
 _PyPerfElf_Replaced(const _PyPerfElfName *name)
 {
-    if (name->path[0] == '\0') {
+    if (name->path[0] == '\0' || tmp_limit < 0) {
+        /* (no limit: nothing is ever removed, nothing to keep) */
         return;
     }
     int saved = errno;

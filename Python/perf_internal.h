@@ -253,8 +253,9 @@ extern int _PyPerfElf_Reserve(_PyPerfElf *elf);
    without a name). */
 extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
                            const char *name, size_t len, size_t file_at);
-/* Let go of the file (its arena has no slot left to name, or is the
-   parent's in a forked child); the code's mapping stays, and with
+/* Let go of the file, sealed (it gets its build-id: no name is added
+   again), when its arena names no more slots; the code's mapping stays,
+   and with
    `keep_range` the tables' addresses too (no access, no memory), for a
    later file in the same range: whether they are held.  With `name`, what
    _PyPerfElf_Replaced() needs later. */
@@ -271,7 +272,8 @@ extern void _PyPerfElf_SetTmpLimit(int64_t limit);
 extern int _PyPerfElf_MayNameForGood(void);
 /* A closed file of `bytes` whose slots such records name. */
 extern void _PyPerfElf_NamedForGood(uint64_t bytes);
-/* The same in the child of fork(), without freeing anything. */
+/* Let go of a file inherited through fork(), the parent's to seal,
+   without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
 /* Bytes of the file's private, read+execute mapping (headers, code,
    unwind tables), which starts on the page of the code. */
@@ -374,6 +376,13 @@ extern _PyPerfArena *_PyPerf_arenas;
    at least `slot_size` bytes apart (a new one if need be), not handed out
    yet: _PyPerfSlot_Take() does that.  NULL and errno. */
 extern char *_PyPerfSlot_Next(size_t slot_size);
+/* Seal the newest arena's file (see Python/perf_elf.c, "Sealing"), which
+   then hands out no more slots: the process is ending, or a recording
+   that ends while it runs wants every file it saw final.  Whether there
+   was one to seal. */
+extern int _PyPerfArena_Seal(void);
+/* The limit of _PyPerf_SetTmpLimit(), for the arena files. */
+extern void _PyPerfArena_SetTmpLimit(int64_t limit);
 /* Hand out the trampoline _PyPerfSlot_Next() returned, to `code`. */
 extern _PyPerfSlot *_PyPerfSlot_Take(PyCodeObject *code);
 /* The record of the slot `tramp` is in, or NULL if it is in no arena. */
@@ -391,8 +400,9 @@ enum {
    whose records have no time (`for_good`: the map) names its address for
    as long as the file is read, so the arena's addresses never go to
    another file; the map names the slots of arena files only while their
-   files fit in /tmp's limit (_PyPerfElf_MayNameForGood()), later ones
-   are named by their files alone.  One of _PyPerf_RECORD_*. */
+   files take less than a quarter of /tmp's limit
+   (_PyPerfElf_MayNameForGood()), later ones are named by their files
+   alone.  One of _PyPerf_RECORD_*. */
 extern int _PyPerfSlot_Recorded(const char *tramp, int for_good);
 /* The record of trampoline `tramp` if it was handed out, is still
    `code`'s and is at least `slot_size` bytes from the next one; else
@@ -474,6 +484,12 @@ extern int _PyPerf_Activate(const char *name);
 extern void _PyPerf_Deactivate(void);
 /* The active backend, or NULL. */
 extern const _PyPerfBackend *_PyPerf_Active(void);
+/* Seal the trampoline file that still takes names (a live request):
+   whether there was one. */
+extern int _PyPerf_SealFiles(void);
+/* The bytes of trampoline files of dead functions kept in /tmp (-1: no
+   limit): -X perf_tmp_limit, PYTHON_PERF_TMP_LIMIT. */
+extern void _PyPerf_SetTmpLimit(int64_t limit);
 /* A new interpreter: activation is allowed again after finalization. */
 extern void _PyPerf_AllowActivation(void);
 /* PyUnstable_PerfTrampoline_SetPersistAfterFork(). */

@@ -37,7 +37,11 @@
  *                                  block (a forked child rewrites it)
  *     32   uint32    request       set by the requester: 0 none, 1
  *                                  activate perf, 2 activate perf_jit, 3
- *                                  deactivate; cleared when served
+ *                                  deactivate, 4 seal the trampoline
+ *                                  file that still takes names (its
+ *                                  build-id final: a recording that ends
+ *                                  while the process runs caches it);
+ *                                  cleared when served
  *     36   uint32    (reserved)
  *     40   uint64    request_id    set by the requester before `request`:
  *                                  its own token (random)
@@ -350,9 +354,7 @@ static int
 carry_out(PyThreadState *tstate, uint32_t request, int *error,
           char *message, size_t size)
 {
-    if (request < _PyPerfLive_ACTIVATE_PERF
-        || request > _PyPerfLive_DEACTIVATE)
-    {
+    if (request < _PyPerfLive_ACTIVATE_PERF || request > _PyPerfLive_SEAL) {
         PyOS_snprintf(message, size, "unknown request code %lu",
                       (unsigned long)request);
         return _PyPerfLive_UNKNOWN;
@@ -370,6 +372,7 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
        is done. */
     if (PySys_Audit("cpython.perf_trampoline.live_request", "s",
                     request == _PyPerfLive_DEACTIVATE ? "deactivate"
+                    : request == _PyPerfLive_SEAL ? "seal"
                     : request == _PyPerfLive_ACTIVATE_PERF_JIT ? "perf_jit"
                     : "perf") < 0)
     {
@@ -386,6 +389,10 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
     if (request == _PyPerfLive_DEACTIVATE) {
         _PyPerf_Deactivate();
         _PyPerf_WarnLostRecords();
+        return _PyPerfLive_DONE;
+    }
+    if (request == _PyPerfLive_SEAL) {
+        (void)_PyPerf_SealFiles();
         return _PyPerfLive_DONE;
     }
     const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT

@@ -254,6 +254,26 @@ _PyPerfTrampoline_Flush(void)
     return failed ? -1 : 0;
 }
 
+int
+_PyPerfTrampoline_AtExit(void)
+{
+    int r = _PyPerfTrampoline_Flush();
+    (void)_PyPerfArena_Seal();
+    return r;
+}
+
+int
+_PyPerf_SealFiles(void)
+{
+    return _PyPerfArena_Seal();
+}
+
+void
+_PyPerf_SetTmpLimit(int64_t limit)
+{
+    _PyPerfArena_SetTmpLimit(limit);
+}
+
 /* ---- Activation --------------------------------------------------------- */
 
 /* In the child of fork(): the descriptors and mappings belong to the
@@ -654,6 +674,8 @@ _PyPerfTrampoline_Fini(void)
        one: forget both.  The arenas stay mapped, and their used slots
        used: a daemon thread may still be inside one, and perf may name
        samples taken there. */
+    /* Its names are final: the newest file gets its build-id. */
+    (void)_PyPerfArena_Seal();
     _PyPerfCode_Fini();
     _PyPerfStack_Fini();
     /* Until the next initialization (embedding applications may have
@@ -880,6 +902,12 @@ _PyPerfTrampoline_AfterForkChild(void)
 
 int
 _PyPerfTrampoline_Flush(void)
+{
+    return 0;
+}
+
+int
+_PyPerfTrampoline_AtExit(void)
 {
     return 0;
 }

@@ -33,6 +33,7 @@ extern "C" {
 #define _PyPerfLive_ACTIVATE_PERF 1
 #define _PyPerfLive_ACTIVATE_PERF_JIT 2
 #define _PyPerfLive_DEACTIVATE 3
+#define _PyPerfLive_SEAL 4
 /* result */
 #define _PyPerfLive_DONE 0
 #define _PyPerfLive_NO_FILE 1

@@ -244,6 +244,9 @@ extern void _PyPerfTrampoline_AfterForkChild(void);
    before os._exit(), which runs no finalization.  -1 if a block could not
    be written (the next trampoline or activation warns). */
 extern int _PyPerfTrampoline_Flush(void);
+/* The same, and the newest trampoline file sealed (it gets its build-id):
+   os._exit(), which runs no finalization, is ending the process. */
+extern int _PyPerfTrampoline_AtExit(void);
 
 /* Live activation (Python/perf_live.c): the control block that other
    processes read and write is in Include/internal/pycore_perf_live.h;

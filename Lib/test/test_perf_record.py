@@ -297,6 +297,36 @@ class RecordTestCase(unittest.TestCase):
                              rf"(?m)^wrote {re.escape(path)}\s+open: "
                              rf"{re.escape(opener)}")
 
+    def report_in_empty_tmp(self, cache):
+        """perf report of NAME.data by symbol, with the build-id cache
+        `cache`, in a mount namespace whose /tmp is a new, empty tmpfs
+        (the real one seen at /tmp/orig, where the test's files are): the
+        CompletedProcess, which succeeded."""
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        empty = os.path.join(self.tmp, "empty")
+        os.mkdir(empty)
+
+        def orig(path):
+            path = os.path.abspath(path)
+            if not path.startswith("/tmp/"):
+                return path     # (TMPDIR elsewhere)
+            return os.path.join("/tmp/orig", os.path.relpath(path, "/tmp"))
+        report = subprocess.run(
+            [unshare, "-m", "sh", "-c",
+             'mount -t tmpfs none "$0" && mkdir "$0/orig" && '
+             'mount --bind /tmp "$0/orig" && mount --move "$0" /tmp '
+             '|| exit 99; exec "$@"', empty,
+             "perf", "--buildid-dir", orig(cache), "report", "-i",
+             orig(self.name + ".data"), "--stdio", "--children", "-g",
+             "none", "--sort", "sym"],
+            capture_output=True, text=True, timeout=300)
+        if report.returncode == 99:
+            self.skipTest("cannot mount a tmpfs here: " + report.stderr)
+        self.assertEqual(report.returncode, 0, report.stderr[-2000:])
+        return report
+
     def samples(self, *pids):
         """The samples of NAME.txt, frames that perf left unnamed named
         from the maps of `pids` (read now: see parse_perf_script)."""
@@ -388,26 +418,7 @@ class TestRecordCommand(RecordTestCase):
         cache = os.path.join(self.tmp, "elsewhere", ".debug")
         os.makedirs(cache)
         subprocess.run(["tar", "xjf", tarball, "-C", cache], check=True)
-        # A new, empty /tmp, with the real one seen at /tmp/orig (where
-        # this test's files are).
-        empty = os.path.join(self.tmp, "empty")
-        os.mkdir(empty)
-        def orig(path):
-            if not path.startswith("/tmp/"):
-                return path     # (TMPDIR elsewhere)
-            return os.path.join("/tmp/orig", os.path.relpath(path, "/tmp"))
-        report = subprocess.run(
-            [unshare, "-m", "sh", "-c",
-             'mount -t tmpfs none "$0" && mkdir "$0/orig" && '
-             'mount --bind /tmp "$0/orig" && mount --move "$0" /tmp '
-             '|| exit 99; exec "$@"', empty,
-             "perf", "--buildid-dir", orig(cache), "report", "-i",
-             orig(self.name + ".data"), "--stdio", "--children", "-g",
-             "none", "--sort", "sym"],
-            capture_output=True, text=True, timeout=300)
-        if report.returncode == 99:
-            self.skipTest("cannot mount a tmpfs here: " + report.stderr)
-        self.assertEqual(report.returncode, 0, report.stderr[-2000:])
+        report = self.report_in_empty_tmp(cache)
         for name in ph.NESTED_NAMES:
             self.assertIn(f"py::{name}:{script}", report.stdout,
                           report.stdout[:3000])
@@ -740,12 +751,36 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.assert_recorded(done)
         self.assertNotIn("turned on", done.stderr)
         self.assertNotIn("off again", done.stderr)
-        # no request was sent: none is pending, to be served later
+        # no activation was asked: the one request (if any) was the seal
+        # of its trampoline file before the recording ended, and none is
+        # pending, to be served later
         block = self.block(pid)
-        self.assertEqual((block.request_id, block.request), (asked, 0))
+        self.assertEqual(block.request, 0)
+        if block.request_id != asked:
+            self.assertEqual(block.served_request, pt.REQ_SEAL)
         self.assertEqual(block.active, 1)
         assert_python_stacks(self, self.samples(pid), "<string>",
                              ph.NESTED_NAMES)
+        self.finish(proc)
+
+    def test_pid_names_outlive_the_files(self):
+        # A process that goes on running after the recording: record has
+        # it seal its trampoline file before perf ends, so that perf's
+        # build-id cache keeps a copy; reported in a mount namespace
+        # whose /tmp is empty, the recording names the Python functions.
+        # (A file that still takes names has no build-id: nothing
+        # would be cached.)
+        unshare = shutil.which("unshare")
+        if unshare is None or os.geteuid() != 0:
+            self.skipTest("needs unshare and root for a mount namespace")
+        proc, pid = self.start(NESTED_TARGET, "-X", "perf")
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "1")
+        self.assert_recorded(done)
+        self.assertNotIn("could not seal", done.stderr)
+        report = self.report_in_empty_tmp(ph.buildid_dir())
+        for name in ph.NESTED_NAMES:
+            self.assertIn(f"py::{name}:<string>", report.stdout,
+                          report.stdout[:3000])
         self.finish(proc)
 
     def test_pid_until_it_exits(self):

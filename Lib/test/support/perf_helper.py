@@ -607,6 +607,43 @@ def jit_problem():
     return _probe("jit", _perf_inject_jit_works)
 
 
+# A program with symbols that is not ours, for bpftrace's probe: Debian's
+# python3 (the tests' packages bring it).
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+
+def _bpftrace_can_sample():
+    """Probe: bpftrace loads a profile program and names the functions of
+    another interpreter's user stack (Debian's, not ours)."""
+    bpftrace = shutil.which("bpftrace")
+    if bpftrace is None:
+        return "bpftrace is not installed"
+    if not os.access(SYSTEM_PYTHON, os.X_OK):
+        return f"no {SYSTEM_PYTHON} for bpftrace's probe to sample"
+    busy = subprocess.Popen([SYSTEM_PYTHON, "-c", "while True: pass"])
+    program = (f"profile:hz:999 /pid == {busy.pid}/ "
+               "{ @[ustack(perf)] = count(); } interval:ms:500 { exit(); }")
+    try:
+        proc = subprocess.run([bpftrace, "-e", program],
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"bpftrace failed: {exc}"
+    finally:
+        busy.kill()
+        busy.wait()
+    if proc.returncode != 0:
+        return "bpftrace cannot run here: " + proc.stderr[-300:]
+    if "_PyEval_EvalFrameDefault" not in proc.stdout:
+        return "bpftrace names no frame of another program here"
+    return None
+
+
+def bpftrace_problem():
+    """Why bpftrace cannot sample user stacks here (a string), or
+    None."""
+    return _probe("bpftrace", _bpftrace_can_sample)
+
+
 def setup_module():
     """Run the probes (for a test module's setUpModule())."""
     perf_problem()
@@ -650,6 +687,7 @@ def _skip_if(problem):
 
 requires_perf = _skip_if(perf_problem)
 requires_perf_inject_jit = _skip_if(jit_problem)
+requires_bpftrace = _skip_if(bpftrace_problem)
 
 
 class Sample(list):

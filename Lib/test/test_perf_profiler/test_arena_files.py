@@ -20,9 +20,9 @@ from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NESTED, NESTED_NAMES,
-    NO_TRAMPOLINE, arena_number, arena_paths, env_with, forget_path,
-    forget_process, map_path, perf_command, read_map_file, requires_perf,
-    run_and_forget, written_since)
+    NO_TRAMPOLINE, arena_number, arena_paths, env_with, forget_files,
+    forget_path, forget_process, map_path, perf_command, read_map_file,
+    requires_bpftrace, requires_perf, run_and_forget, written_since)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
     FORK_SOURCE, PerfTestCase, assert_python_stacks, noexec_tmp_command,
@@ -103,30 +103,19 @@ class TestArenaFile(unittest.TestCase):
         self.assertNotIn("Warning", proc.stderr)
         return proc, pids[0]
 
-    def check_file(self, path, pid, names):
+    def check_file(self, path, pid, names, sealed=True):
         st = os.lstat(path)
         self.assertTrue(stat.S_ISREG(st.st_mode))
         self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
         self.assertEqual(st.st_uid, os.geteuid())
-        # binutils reads it without a word of complaint, but one: its
-        # DWARF dumps follow the file's debuglink, which names the file
-        # itself for perf's sake, and find that its CRC (0) is not the
-        # file's ...
-        debuglink = re.compile(
-            rf"\A[^\n]*Separate debug info file {re.escape(path)} found, "
-            rf"but CRC does not match[^\n]*\n\Z")
+        # binutils reads it without a word of complaint ...
         for args in (["-h"], ["-l"], ["-S"], ["-s"], ["-n"],
                      ["--debug-dump=frames"],
                      ["--debug-dump=info,line,aranges"]):
             proc = readelf(*args, path)
             self.assertEqual(proc.returncode, 0, proc.stderr)
-            if args[0].startswith("--debug"):
-                self.assertRegex(proc.stderr, debuglink, args)
-            else:
-                self.assertEqual(proc.stderr, "", args)
-        self.assertEqual(readelf("--string-dump=.gnu_debuglink",
-                                 path).stdout.split()[-1],
-                         os.path.basename(path))
+            self.assertEqual(proc.stderr, "", args)
+        self.assertNotIn(".gnu_debuglink", sections(path))
         # ... and so does elfutils ...
         if EU_READELF is not None:
             for args in (["-a"], ["--debug-dump=info", "--debug-dump=line",
@@ -176,9 +165,14 @@ class TestArenaFile(unittest.TestCase):
             self.assertIn(value, starts)
         for a, b in fdes:
             self.assertEqual(int(b, 16) - int(a, 16), len(template))
-        # the build-id
+        # the build-id: once the file is sealed (its names final), and
+        # until then none
         proc = readelf("-n", path)
-        self.assertRegex(proc.stdout, r"Build ID: [0-9a-f]{40}")
+        if sealed:
+            self.assertRegex(proc.stdout, r"Build ID: [0-9a-f]{40}")
+        else:
+            self.assertNotIn("Build ID", proc.stdout)
+            self.assertNotIn("GNU", proc.stdout)
         return syms
 
     def test_file_and_mapping(self):
@@ -364,8 +358,11 @@ class TestArenaFile(unittest.TestCase):
         self.assertEqual(proc.returncode, -signal.SIGKILL)
         paths = arena_paths(pids[0], self.since)
         self.assertTrue(paths)
-        self.check_file(paths[0], pids[0],
-                        ["py::f:<string>", "py::g:<string>"])
+        # (killed with names still to come: never sealed, so that no
+        # cache keeps it under a build-id; readable by its name)
+        newest = max(paths, key=arena_number)
+        self.check_file(newest, pids[0],
+                        ["py::f:<string>", "py::g:<string>"], sealed=False)
 
     def test_fork_child_has_files_of_its_own(self):
         proc, pids = run_and_forget(self, "-X", "perf", "-c", FORK_SOURCE,
@@ -393,6 +390,50 @@ class TestArenaFile(unittest.TestCase):
         # the child's files name only what the child made: in_both() runs
         # on the trampoline it inherited, in the parent's file
         self.assertNotIn("py::in_both:<string>", child_names)
+
+    def test_sealed_at_exit_not_by_a_child(self):
+        # A file gets its build-id when its names are final: a child that
+        # ends with os._exit() (no finalization) seals its own files and
+        # never the parent's, which the parent seals when it exits.
+        code = textwrap.dedent("""\
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            def in_parent():
+                return 1
+            def in_child():
+                return 2
+            in_parent()
+            child = os.fork()
+            if child == 0:
+                in_child()
+                os._exit(0)
+            os.waitpid(child, 0)
+            print("CHILD", child, flush=True)
+            sys.stdin.readline()
+            """)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf", "-c", code], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True, env=env_with())
+        forget_process(self, proc)
+        try:
+            parent = int(proc.stdout.readline().split()[1])
+            child = int(proc.stdout.readline().split()[1])
+            forget_files(self, child)
+
+            def sealed(pid):
+                return {path: "Build ID" in readelf("-n", path).stdout
+                        for path in arena_paths(pid, self.since)}
+            running = sealed(parent)
+            ended = sealed(child)
+        finally:
+            proc.stdin.close()
+            proc.wait()
+        self.assertEqual(proc.returncode, 0)
+        self.assertTrue(ended)
+        self.assertTrue(all(ended.values()), ended)
+        newest = max(running, key=arena_number)
+        self.assertFalse(running[newest], running)
+        self.assertTrue(all(sealed(parent).values()), sealed(parent))
 
     def test_descriptor_closed_behind_our_back(self):
         # A daemon closes every descriptor after fork() and opens its log,
@@ -462,6 +503,54 @@ class TestArenaFile(unittest.TestCase):
         with open(second) as f:
             self.assertEqual(f.read(), "stale\n")
         self.assertIn("py::f:<string>", symbols(third))
+
+    @requires_bpftrace
+    @unittest.skipUnless(HAVE_FRAME_POINTERS, "bpftrace's user stacks "
+                         "follow frame pointers, which this build omits")
+    def test_bpftrace_names_functions_the_map_does_not(self):
+        # With -X perf_tmp_limit=0 the map names no trampoline file (as
+        # for the arenas of a long run past the limit's quarter): bpftrace
+        # (bcc's symbolizer) names the Python frames of a running process
+        # from the files themselves.
+        code = textwrap.dedent("""\
+            import os, sys
+            print("PID", os.getpid(), flush=True)
+            def hot_inner():
+                while sys.stdin.readline() == "":
+                    pass
+                while True:
+                    pass
+            def hot_outer():
+                hot_inner()
+            hot_outer()
+            """)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf", "-X", "perf_tmp_limit=0", "-c",
+             code], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True, env=env_with())
+        forget_process(self, proc)
+        try:
+            pid = int(proc.stdout.readline().split()[1])
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            program = (f"profile:hz:999 /pid == {pid}/ "
+                       "{ @[ustack(perf)] = count(); } "
+                       "interval:ms:700 { exit(); }")
+            out = subprocess.run([shutil.which("bpftrace"), "-e", program],
+                                 capture_output=True, text=True,
+                                 timeout=120)
+            with open(map_path(pid)) as f:
+                map_text = f.read()
+        finally:
+            proc.kill()
+            proc.wait()
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertNotIn("hot_", map_text)
+        for name in ("hot_inner", "hot_outer", "<module>"):
+            self.assertRegex(
+                out.stdout,
+                rf"py::{re.escape(name)}:<string>\+\d+ "
+                rf"\(/tmp/py-perf-{pid}-\d+\.so\)")
 
     def test_noexec_tmp_falls_back(self):
         noexec_tmp = noexec_tmp_command(self)
@@ -593,13 +682,16 @@ class TestArenaFilesUnderPerf(PerfTestCase):
                               capture_output=True, text=True, timeout=300)
         self.assertNotIn(f"py::fib:{script}", proc.stdout)
 
-    def test_second_recording_with_the_cache_on_another_file_system(self):
-        # With ~/.debug on another file system than /tmp (a tmpfs /tmp, a
-        # container), perf's build-id cache holds a copy of an arena file,
-        # made when the first recording that saw it ends; a second
-        # recording of the same process makes none (same build-id).  Its
-        # report still names a function first named between the two
-        # recordings: the file's debuglink sends perf to /tmp first.
+    def test_build_id_only_once_the_names_are_final(self):
+        # A build-id must stand for one symbol table: perf's build-id
+        # cache (here on another file system than /tmp, so it holds
+        # copies), perf archive and symbol servers keep the first copy
+        # they see for good.  A file that still takes names has none:
+        # perf reads it by its name (a recording names the functions
+        # named so far) and copies nothing.  `python -m perf_trampoline
+        # seal` (or the process's exit) gives it its build-id: the next
+        # recording copies it whole, and later functions go to a new
+        # file.
         cache = tempfile.mkdtemp(prefix="test_perf_buildid_")
         self.addCleanup(shutil.rmtree, cache, ignore_errors=True)
         if shutil.which("mount") is None or subprocess.run(
@@ -649,26 +741,50 @@ class TestArenaFilesUnderPerf(PerfTestCase):
             return set(re.findall(r" (py::\S+?|\[unknown\])(?:\+0x\w+)? "
                                   r"\((/tmp/[^)]+)\)", text))
 
-        arenas = set(arena_paths(pid, self.since))
+        def copies():
+            # {file name: its copy}, from CACHE/tmp/NAME/BUILD-ID/elf
+            found = {}
+            for d, _, files in os.walk(cache):
+                m = re.search(rf"/tmp/(py-perf-{pid}-\d+\.so)/", d + "/")
+                if m and "elf" in files:
+                    found[m[1]] = os.path.join(d, "elf")
+            return found
+
+        def build_id(path):
+            return re.findall(r"Build ID: ([0-9a-f]+)",
+                              readelf("-n", path).stdout)
+
+        arenas = arena_paths(pid, self.since)
+        newest = max(arenas, key=arena_number)
+        self.assertEqual(build_id(newest), [])
         self.assertTrue({(f"py::first:{script}", path) for path in arenas}
                         & recording(1))
-        # perf's cache holds a copy of the arena file, not a link to it
-        copies = [os.path.join(d, f) for d, _, files in os.walk(cache)
-                  for f in files if f == "elf"
-                  and f"/tmp/py-perf-{pid}-" in d]
-        self.assertTrue(copies)
-        self.assertNotEqual(os.stat(copies[0]).st_dev,
-                            os.stat(arena_paths(pid, self.since)[0]).st_dev)
+        self.assertNotIn(os.path.basename(newest), copies())
+        seal = subprocess.run(
+            [sys.executable, "-m", "perf_trampoline", "seal", str(pid)],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(seal.returncode, 0, seal.stderr)
+        self.assertEqual(seal.stdout, f"{pid}: trampoline files sealed\n")
+        self.assertEqual(len(build_id(newest)), 1)
         proc.stdin.write("\n")
         proc.stdin.flush()
         self.assertEqual(proc.stdout.readline(), "SECOND\n")
-        # (before: "[unknown] (/tmp/py-perf-PID-0.so)")
-        arenas = set(arena_paths(pid, self.since))
+        arenas = arena_paths(pid, self.since)
+        self.assertGreater(max(map(arena_number, arenas)),
+                           arena_number(newest))
         self.assertTrue({("py::second:<string>", path) for path in arenas}
                         & recording(2))
+        # the sealed file copied whole, the bytes it keeps for good
+        copy = copies().get(os.path.basename(newest))
+        self.assertIsNotNone(copy, copies())
+        with open(copy, "rb") as a, open(newest, "rb") as b:
+            self.assertEqual(a.read(), b.read())
         proc.stdin.write("\n")
         proc.stdin.close()
         self.assertEqual(proc.wait(timeout=60), 0)
+        # at exit every file has its build-id
+        for path in arena_paths(pid, self.since):
+            self.assertEqual(len(build_id(path)), 1, path)
 
     def test_source_lines_in_perf_script(self):
         # perf script -F +srcline shows each Python frame's file and first

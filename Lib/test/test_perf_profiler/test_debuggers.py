@@ -31,15 +31,21 @@ NAMES = ("f3", "f2", "f1", "<module>")
 START = ("Py_BytesMain", "__libc_start_main", "__libc_start_call_main")
 
 # Sleeps in f3, called through f2, f1 and the module; says when it is
-# there.  With an argument, it stops itself there with that signal
-# instead (a debugger that started it sees the stop; SIGABRT from
-# os.abort() writes a core).
+# there.  With "poll", it sleeps there a little at a time (running Python
+# code in between: it serves live requests).  With another argument, it
+# stops itself there with that signal instead (a debugger that started
+# it sees the stop; SIGABRT from os.abort() writes a core).
 NEST = """\
 import os, signal, sys, time
 print("PID", os.getpid(), flush=True)
 def f3():
     if len(sys.argv) > 1 and sys.argv[1] == "abort":
         os.abort()
+    if len(sys.argv) > 1 and sys.argv[1] == "poll":
+        print("READY", flush=True)
+        for _ in range(2400):
+            time.sleep(0.05)
+        return
     if len(sys.argv) > 1:
         os.kill(os.getpid(), signal.SIGINT)
         return
@@ -203,12 +209,12 @@ class DebuggerTests(unittest.TestCase):
         self.assertTrue(any(f in START for f in below),
                         f"the backtrace does not reach {START}:\n{text}")
 
-    def start(self, backend, script=None):
-        """The script (NEST unless `script`), sleeping in f3 under
-        `backend` ("off": none): the Popen."""
+    def start(self, backend, script=None, *args):
+        """The script (NEST unless `script`, with `args`), sleeping in f3
+        under `backend` ("off": none): the Popen."""
         options = [] if backend == "off" else ["-X", backend]
         proc = subprocess.Popen(
-            [sys.executable, *options, script or self.script],
+            [sys.executable, *options, script or self.script, *args],
             stdout=subprocess.PIPE, text=True, env=env_with())
         forget_process(self, proc)
         self.addCleanup(proc.wait)
@@ -328,7 +334,14 @@ class DebuggerTests(unittest.TestCase):
             self.skipTest("needs unshare and root for a mount namespace")
         for backend in BACKENDS:
             with self.subTest(backend=backend):
-                proc = self.start(backend)
+                # (the newest file sealed first: a file that still takes
+                # names has no build-id, in the core either)
+                proc = self.start(backend, None, "poll")
+                seal = subprocess.run(
+                    [sys.executable, "-m", "perf_trampoline", "seal",
+                     str(proc.pid)], capture_output=True, text=True,
+                    timeout=60)
+                self.assertEqual(seal.returncode, 0, seal.stderr)
                 core = os.path.join(self.tmp, f"core.{proc.pid}")
                 self.gdb("-p", str(proc.pid), "-ex", f"gcore {core}")
                 proc.kill()
