@@ -450,18 +450,12 @@ extern int _PyPerfCode_Init(void);
 /* Finalization: forget the index and the code objects of the slots. */
 extern void _PyPerfCode_Fini(void);
 
-/* Python/perf_stack.c: forget the budget copied for the calls of a thread
-   state (the next interpreter numbers its thread states anew). */
-extern void _PyPerfStack_Fini(void);
 /* In the child of fork(): a co_extra index of its own (0), or none left
    (-1: the child then describes everything it inherited at once). */
 extern int _PyPerfCode_TakeChildIndex(void);
 /* The child moves to files of its own: forget what the parent's files
    described. */
 extern void _PyPerfCode_NewGeneration(void);
-/* If a block of records could not be written where no warning could be
-   given (deactivation, fork), the warning now. */
-extern void _PyPerf_WarnLostRecords(void);
 /* Make `code` a trampoline spaced as `st` needs: the one it inherited, or
    a new one.  NULL and errno. */
 extern char *_PyPerfCode_Trampoline(_PyPerfBackendState *st,
@@ -475,7 +469,17 @@ extern int _PyPerfCode_Describe(_PyPerfBackendState *st, const char *tramp,
 extern int _PyPerfCode_DescribeAll(_PyPerfBackendState *st);
 extern int _PyPerfCode_DescribeRunning(_PyPerfBackendState *st);
 
+/* ---- The native stack budget (Python/perf_stack.c) -------------------- */
+
+/* Forget the budget copied for the calls of a thread state (the next
+   interpreter numbers its thread states anew). */
+extern void _PyPerfStack_Fini(void);
+
 /* ---- The core (Python/perf_trampoline.c), for Python/perf_api.c ------- */
+
+/* If a block of records could not be written where no warning could be
+   given (deactivation, fork), the warning now. */
+extern void _PyPerf_WarnLostRecords(void);
 
 /* Turn the backend `name` on.  Returns 0 when active, 1 when the file
    could not be used (a warning was issued), -1 with an exception set. */

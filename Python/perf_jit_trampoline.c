@@ -4,14 +4,17 @@
  *
  * Why
  * ---
- * Distributions build Python without frame pointers, so perf unwinds it
- * with DWARF (--call-graph dwarf): it copies the top of each sampled stack
- * and replays .eh_frame rules over it.  A trampoline copy lives in
- * anonymous memory that has no .eh_frame, so the unwinder stops at the
- * first trampoline and a perf map cannot help.  The jitdump format carries
- * what is missing: for each trampoline, its code, its unwind table and
- * its source location.  `perf inject --jit` turns every code load into a
- * small ELF file (jitted-PID-N.so) and points the samples at it.
+ * An interpreter built without frame pointers (distributions build
+ * theirs so; this project's default build keeps them, build-nofp does
+ * not) is unwound by perf with DWARF (--call-graph dwarf): it copies the
+ * top of each sampled stack and replays .eh_frame rules over it.  The
+ * arena files (Python/perf_elf.c) carry those rules for every trampoline;
+ * a trampoline in anonymous memory (the fallback where /tmp is noexec)
+ * has none, so the unwinder stops there and a perf map cannot help.  The
+ * jitdump format carries what is missing, for any trampoline: its code,
+ * its unwind table and its source location, for tools that read only the
+ * jitdump.  `perf inject --jit` turns every code load into a small ELF
+ * file (jitted-PID-N.so) and points the samples at it.
  *
  * The file, /tmp/jit-PID.dump (Doc/howto/perf_profiling.rst, File formats)
  * -------------------------------------------------------------------------

@@ -4,14 +4,16 @@
  *
  * Why a file of its own
  * ---------------------
- * A trampoline copy lives in memory that no ELF file describes, so an
- * unwinder finds no .eh_frame for it and stops there.  Whoever hands perf
- * the missing table (today the jitdump backend, Python/perf_jit_trampoline.c,
- * through its JIT_CODE_UNWINDING_INFO records) needs the same two things:
- * the frame rules of the template, and those rules as .eh_frame and
- * .eh_frame_hdr bytes at a given distance from the code.  Both are about
- * the template and the DWARF format only, not about any file perf reads,
- * so they live here, and the backends call this file.
+ * A trampoline copy is code that no ELF file of the build describes, so
+ * an unwinder finds no .eh_frame for it unless someone hands it one: the
+ * arena files (Python/perf_elf.c, one FDE per slot), the objects for
+ * debuggers (Python/perf_debugger.c) and the jitdump backend
+ * (Python/perf_jit_trampoline.c, its JIT_CODE_UNWINDING_INFO records).
+ * Each needs the same two things: the frame rules of the template, and
+ * those rules as .eh_frame and .eh_frame_hdr bytes at a given distance
+ * from the code.  Both are about the template and the DWARF format only,
+ * not about any file perf reads, so they live here, and those three call
+ * this file.
  *
  * The rules
  * ---------
