@@ -91,11 +91,18 @@
  * one.  perf reads the file of a mapping without a build-id by its path,
  * with today's names (a slot is named before its first call, so a
  * recording never needs a name given later), and caches a sealed file
- * whole.  A process killed while a file is open leaves it without a
- * build-id: readable by path, never cached; so does its core (taken by
- * gcore or by the kernel), whose copy of the first page holds the note:
- * a symbol server cannot be asked for that file (gdb names its frames
- * from the debuggers' objects in the core all the same).
+ * whole.  A process that crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+ * SIGABRT) seals its open file first, in a handler installed in front of
+ * the signal's action (the default, or faulthandler's), which then puts
+ * that action back and lets the signal come again: the kernel's core
+ * holds the sealed note, so a symbol server can be asked for every file.
+ * (A runtime whose handler was there first and handles its own faults
+ * gets them all the same; the file sealed at the first one takes no more
+ * names.)  A process killed (SIGKILL)
+ * while a file is open leaves it without a build-id: readable by path,
+ * never cached; so does a core taken by gcore of a process that runs
+ * (gdb names its frames from the debuggers' objects in the core all the
+ * same).
  *
  * Source lines
  * ------------
@@ -152,6 +159,7 @@
 #include <string.h>
 #include <sys/mman.h>             // mmap()
 #include <sys/random.h>           // getrandom()
+#include <signal.h>               // sigaction()
 #include <sys/stat.h>             // fstat()
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>
@@ -641,7 +649,8 @@ put_build_id(unsigned char *note)
     build_id(note + sizeof(nh) + 4, BUILD_ID_SIZE);
 }
 
-/* Make the note a GNU build-id: the file's names are final. */
+/* Make the note a GNU build-id: the file's names are final.  (Safe in a
+   signal handler: one pwrite().) */
 static void
 seal(int fd)
 {
@@ -649,7 +658,93 @@ seal(int fd)
     Elf64_Word type = NT_GNU_BUILD_ID;
     memcpy(sealed, &type, sizeof(type));
     memcpy(sealed + sizeof(type), "GNU", 4);
-    (void)write_at(fd, sealed, sizeof(sealed), SEAL_OFF);
+    (void)pwrite(fd, sealed, sizeof(sealed), SEAL_OFF);
+}
+
+/* ---- Sealing at a crash --------------------------------------------------
+
+   The file that takes names, for the handler of a fatal signal: its
+   descriptor (-1: none), written last, and its identity (a descriptor
+   that a daemon closed and reused is not sealed). */
+static volatile sig_atomic_t crash_fd = -1;
+static dev_t crash_dev;
+static ino_t crash_ino;
+
+static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE,
+                                    SIGABRT};
+#define NCRASH_SIGNALS (sizeof(crash_signals) / sizeof(crash_signals[0]))
+static struct sigaction crash_previous[NCRASH_SIGNALS];
+static int crash_handlers;        /* installed (once a process) */
+
+/* The file was sealed by the handler below while it could still take
+   names (a handler installed before ours handled the fault, and the
+   process goes on): it takes no more (_PyPerfElf_Reserve()). */
+static volatile sig_atomic_t crash_sealed = -1;
+
+static void
+seal_at_crash(int sig, siginfo_t *info, void *context)
+{
+    (void)context;
+    int saved = errno;
+    int fd = crash_fd;
+    crash_fd = -1;
+    struct stat st;
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == crash_dev
+        && st.st_ino == crash_ino)
+    {
+        seal(fd);
+        crash_sealed = fd;
+    }
+    /* The action that was there before ours (the default, faulthandler's,
+       a runtime's that handles its own faults), for the signal again: a
+       fault of the kernel's comes back when the instruction runs again,
+       with its own details; one that was sent is sent again (it is
+       blocked until this handler returns). */
+    for (size_t k = 0; k < NCRASH_SIGNALS; k++) {
+        if (crash_signals[k] == sig) {
+            (void)sigaction(sig, &crash_previous[k], NULL);
+        }
+    }
+    errno = saved;
+    if (info == NULL || info->si_code <= 0) {
+        (void)raise(sig);
+    }
+}
+
+/* Install the handler in front of a crash signal's action, unless the
+   signal is ignored. */
+static void
+install_crash_handlers(void)
+{
+    if (crash_handlers) {
+        return;
+    }
+    crash_handlers = 1;
+    for (size_t k = 0; k < NCRASH_SIGNALS; k++) {
+        struct sigaction now;
+        if (sigaction(crash_signals[k], NULL, &now) < 0
+            || (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN))
+        {
+            continue;
+        }
+        crash_previous[k] = now;
+        struct sigaction ours;
+        memset(&ours, 0, sizeof(ours));
+        ours.sa_sigaction = seal_at_crash;
+        sigemptyset(&ours.sa_mask);
+        ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
+        (void)sigaction(crash_signals[k], &ours, NULL);
+    }
+}
+
+/* `fd` is the file that takes names now (-1: none). */
+static void
+set_crash_file(int fd, dev_t dev, ino_t ino)
+{
+    crash_fd = -1;
+    crash_dev = dev;
+    crash_ino = ino;
+    crash_fd = fd;
 }
 
 /* The code's part, [0, mapped_end): the ELF header, the program headers,
@@ -953,6 +1048,8 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
         goto fail;
     }
     PyMem_RawFree(img);
+    install_crash_handlers();
+    set_crash_file(elf->fd, st.st_dev, st.st_ino);
     elf->dev = st.st_dev;
     elf->ino = st.st_ino;
     elf->slot_size = slot_size;
@@ -995,6 +1092,11 @@ still_ours(_PyPerfElf *elf)
 int
 _PyPerfElf_Reserve(_PyPerfElf *elf)
 {
+    if (crash_sealed == elf->fd) {
+        /* (sealed at a fault that the process survived) */
+        errno = EPERM;
+        return -1;
+    }
     size_t need = elf->strtab_used + _PyPerf_NAME_MAX + 1;
     if (need <= elf->strtab_backed) {
         return 0;
@@ -1076,6 +1178,12 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
     int kept = release_range(elf->tables, elf->tables_len, keep_range);
     if (name != NULL) {
         memset(name, 0, sizeof(*name));
+    }
+    if (crash_fd == elf->fd) {
+        set_crash_file(-1, 0, 0);
+    }
+    if (crash_sealed == elf->fd) {
+        crash_sealed = -1;
     }
     if (still_ours(elf)) {
         seal(elf->fd);
@@ -1223,6 +1331,9 @@ _PyPerfElf_Drop(_PyPerfElf *elf)
     /* A fork() child handler: no allocator call (tracemalloc's lock may
        be held by a thread that does not exist in the child); the few bytes
        of the record stay.  The parent's file is the parent's to write. */
+    if (crash_fd == elf->fd) {
+        set_crash_file(-1, 0, 0);
+    }
     if (elf->tables != NULL) {
         munmap(elf->tables, elf->tables_len);
         elf->tables = NULL;
@@ -1237,6 +1348,9 @@ void
 _PyPerfElf_AfterFork(void)
 {
     files_made = 0;
+    /* (the parent's file is the parent's to seal) */
+    set_crash_file(-1, 0, 0);
+    crash_sealed = -1;
     /* (no allocator call in a fork() child's handler: the ring stays) */
     replaced.head = 0;
     replaced.n = 0;

@@ -359,7 +359,8 @@ class TestArenaFile(unittest.TestCase):
         paths = arena_paths(pids[0], self.since)
         self.assertTrue(paths)
         # (killed with names still to come: never sealed, so that no
-        # cache keeps it under a build-id; readable by its name)
+        # cache keeps it under a build-id; readable by its name.  SIGKILL
+        # runs no handler: a crash does, see test_sealed_at_a_crash)
         newest = max(paths, key=arena_number)
         self.check_file(newest, pids[0],
                         ["py::f:<string>", "py::g:<string>"], sealed=False)
@@ -434,6 +435,44 @@ class TestArenaFile(unittest.TestCase):
         newest = max(running, key=arena_number)
         self.assertFalse(running[newest], running)
         self.assertTrue(all(sealed(parent).values()), sealed(parent))
+
+    def test_sealed_at_a_crash(self):
+        # A crash seals the file that takes names before the process dies
+        # of the same signal (so that a core holds its build-id); with
+        # faulthandler on, its report comes first.  The signals' actions
+        # still look like the default from Python.
+        code = textwrap.dedent("""\
+            import os, signal, sys
+            print("PID", os.getpid(), flush=True)
+            print(signal.getsignal(signal.SIGSEGV) == signal.SIG_DFL,
+                  signal.getsignal(signal.SIGABRT) == signal.SIG_DFL,
+                  flush=True)
+            def crash():
+                if sys.argv[1] == "abort":
+                    os.abort()
+                import ctypes
+                ctypes.string_at(0)
+            crash()
+            """)
+        for how, args, sig in (("segv", (), signal.SIGSEGV),
+                               ("abort", (), signal.SIGABRT),
+                               ("segv", ("-X", "faulthandler"),
+                                signal.SIGSEGV)):
+            with self.subTest(how=how, args=args):
+                proc, pids = run_and_forget(
+                    self, "-X", "perf", *args, "-c", code, how)
+                self.assertEqual(proc.returncode, -sig, proc.stderr)
+                # (faulthandler's own handlers look like none, as with the
+                # feature off)
+                self.assertEqual(proc.stdout.splitlines()[1],
+                                 "False False" if args else "True True")
+                if args:
+                    self.assertIn("Fatal Python error", proc.stderr)
+                paths = arena_paths(pids[0], self.since)
+                self.assertTrue(paths)
+                for path in paths:
+                    self.assertIn("Build ID", readelf("-n", path).stdout,
+                                  path)
 
     def test_descriptor_closed_behind_our_back(self):
         # A daemon closes every descriptor after fork() and opens its log,

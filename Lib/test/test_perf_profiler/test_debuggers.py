@@ -319,7 +319,8 @@ class DebuggerTests(unittest.TestCase):
                                "memory)", address=True)
     def test_core_read_with_debuginfod(self):
         # How distributions symbolize crashes for a fleet: the arena files
-        # of a process that has ended, served by elfutils' debuginfod
+        # of a process that has ended (killed after gcore, or crashed),
+        # served by elfutils' debuginfod
         # (keyed by their build-ids), and its core read elsewhere: here in
         # a mount namespace whose /tmp is empty (the real one seen at
         # /tmp/orig), with a cache of debuginfod's own.  eu-stack names
@@ -333,43 +334,51 @@ class DebuggerTests(unittest.TestCase):
         if unshare is None or os.geteuid() != 0:
             self.skipTest("needs unshare and root for a mount namespace")
         for backend in BACKENDS:
-            with self.subTest(backend=backend):
-                # (the newest file sealed first: a file that still takes
-                # names has no build-id, in the core either)
-                proc = self.start(backend, None, "poll")
-                seal = subprocess.run(
-                    [sys.executable, "-m", "perf_trampoline", "seal",
-                     str(proc.pid)], capture_output=True, text=True,
-                    timeout=60)
-                self.assertEqual(seal.returncode, 0, seal.stderr)
-                core = os.path.join(self.tmp, f"core.{proc.pid}")
-                self.gdb("-p", str(proc.pid), "-ex", f"gcore {core}")
-                proc.kill()
-                proc.wait()
-                self.assertTrue(os.path.exists(core))
-                served = os.path.join(self.tmp, f"served.{backend}")
-                os.mkdir(served)
-                ids = []
-                for path in arena_paths(proc.pid, self.since):
-                    shutil.copy(path, served)
-                    ids.append(build_id_of(path))
-                self.assertTrue(ids, "no arena file")
-                url = self.serve(debuginfod, served, ids)
-                frames = {}
-                for with_server in (False, True):
-                    env = ("DEBUGINFOD_URLS=%s" % url if with_server
-                           else "DEBUGINFOD_URLS=")
-                    cache = os.path.join(self.tmp, f"cache.{backend}")
-                    out = self.in_empty_tmp(
-                        ["env", env, f"DEBUGINFOD_CACHE_PATH={cache}",
-                         "eu-stack", "--core", core, "-e", sys.executable])
-                    frames[with_server] = eu_stack_frames(out)
-                self.assert_python_frames(frames[True], form="file")
-                self.assertNotIn("py::", frames[False])
-                out = self.in_empty_tmp(
-                    ["gdb", "-nx", "-batch", sys.executable, core,
-                     "-ex", "bt"])
-                self.assert_python_frames(out)
+            for how in ("gcore", "crash"):
+                with self.subTest(backend=backend, how=how):
+                    self.check_core_with_debuginfod(debuginfod, backend, how)
+
+    def check_core_with_debuginfod(self, debuginfod, backend, how):
+        if how == "gcore":
+            # (the newest file sealed first: a file that still takes
+            # names has no build-id, in the core either)
+            proc = self.start(backend, None, "poll")
+            seal = subprocess.run(
+                [sys.executable, "-m", "perf_trampoline", "seal",
+                 str(proc.pid)], capture_output=True, text=True, timeout=60)
+            self.assertEqual(seal.returncode, 0, seal.stderr)
+            core = os.path.join(self.tmp, f"core.{proc.pid}")
+            self.gdb("-p", str(proc.pid), "-ex", f"gcore {core}")
+            proc.kill()
+            proc.wait()
+            pid = proc.pid
+        else:
+            # a crash (os.abort() in f3): the process seals the file that
+            # takes names before the kernel writes its core
+            pid, core = self.kernel_core(backend)
+        self.assertTrue(os.path.exists(core))
+        served = os.path.join(self.tmp, f"served.{backend}.{how}")
+        os.mkdir(served)
+        ids = []
+        for path in arena_paths(pid, self.since):
+            shutil.copy(path, served)
+            ids.append(build_id_of(path))
+        self.assertTrue(ids, "no arena file")
+        url = self.serve(debuginfod, served, ids)
+        frames = {}
+        for with_server in (False, True):
+            env = ("DEBUGINFOD_URLS=%s" % url if with_server
+                   else "DEBUGINFOD_URLS=")
+            cache = os.path.join(self.tmp, f"cache.{backend}.{how}")
+            out = self.in_empty_tmp(
+                ["env", env, f"DEBUGINFOD_CACHE_PATH={cache}",
+                 "eu-stack", "--core", core, "-e", sys.executable])
+            frames[with_server] = eu_stack_frames(out)
+        self.assert_python_frames(frames[True], form="file")
+        self.assertNotIn("py::", frames[False])
+        out = self.in_empty_tmp(
+            ["gdb", "-nx", "-batch", sys.executable, core, "-ex", "bt"])
+        self.assert_python_frames(out)
 
     def serve(self, debuginfod, directory, ids):
         """Start debuginfod on the ELF files of `directory`; its URL, once
@@ -482,9 +491,9 @@ class DebuggerTests(unittest.TestCase):
                 self.assertIn("cannot map executable", text)
                 self.assert_python_frames(text)
 
-    def test_gdb_kernel_core(self):
-        # A core the kernel writes (os.abort() in f3): anonymous memory,
-        # where the arenas' images are, without the arena files' pages.
+    def kernel_core(self, backend):
+        """NEST under `backend`, aborted in f3 with cores on: (its pid,
+        the core the kernel wrote)."""
         try:
             with open("/proc/sys/kernel/core_pattern") as f:
                 pattern = f.read().strip()
@@ -497,21 +506,26 @@ class DebuggerTests(unittest.TestCase):
         def unlimited_core():
             resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY,
                                                       resource.RLIM_INFINITY))
+        cwd = tempfile.mkdtemp(dir=self.tmp)
+        proc = subprocess.run(
+            [sys.executable, "-X", backend, self.script, "abort"],
+            cwd=cwd, capture_output=True, text=True, env=env_with(),
+            preexec_fn=unlimited_core, timeout=300)
+        pid = int(proc.stdout.split()[1])
+        forget_files(self, pid)
+        self.assertEqual(proc.returncode, -signal.SIGABRT)
+        cores = os.listdir(cwd)
+        if not cores:
+            self.skipTest("the kernel wrote no core here")
+        return pid, os.path.join(cwd, cores[0])
+
+    def test_gdb_kernel_core(self):
+        # A core the kernel writes (os.abort() in f3): anonymous memory,
+        # where the arenas' images are, without the arena files' pages.
         for backend in BACKENDS:
             with self.subTest(backend=backend):
-                cwd = tempfile.mkdtemp(dir=self.tmp)
-                proc = subprocess.run(
-                    [sys.executable, "-X", backend, self.script, "abort"],
-                    cwd=cwd, capture_output=True, text=True, env=env_with(),
-                    preexec_fn=unlimited_core, timeout=300)
-                pid = int(proc.stdout.split()[1])
-                forget_files(self, pid)
-                self.assertEqual(proc.returncode, -signal.SIGABRT)
-                cores = os.listdir(cwd)
-                if not cores:
-                    self.skipTest("the kernel wrote no core here")
-                out = self.gdb(sys.executable, os.path.join(cwd, cores[0]),
-                               "-ex", "bt")
+                _, core = self.kernel_core(backend)
+                out = self.gdb(sys.executable, core, "-ex", "bt")
                 self.assert_python_frames(out)
 
     def test_py_bt(self):
