@@ -92,13 +92,18 @@
  * with today's names (a slot is named before its first call, so a
  * recording never needs a name given later), and caches a sealed file
  * whole.  A process that crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
- * SIGABRT) seals its open file first, in a handler installed in front of
- * the signal's action (the default, or faulthandler's), which then puts
- * that action back and lets the signal come again: the kernel's core
- * holds the sealed note, so a symbol server can be asked for every file.
- * (A runtime whose handler was there first and handles its own faults
- * gets them all the same; the file sealed at the first one takes no more
- * names.)  A process killed (SIGKILL)
+ * SIGABRT) seals its open file first, in a handler installed when the
+ * first file is made, over the action there then (the default, or
+ * faulthandler's with -X faulthandler), which it puts back before the
+ * signal comes again; a handler installed later (faulthandler.enable())
+ * passes on to it.  The kernel's core then holds the sealed note, so a
+ * symbol server can be asked for every file.  Not sealed: a stack
+ * overflow without an alternate signal stack (no handler can run), the
+ * other signals that dump core (SIGQUIT, SIGTRAP, SIGSYS, SIGXCPU), and
+ * a process whose faulthandler.disable() put back the default that
+ * faulthandler saw.  A runtime whose handler was there first and handles
+ * its own faults gets them all the same; the file sealed at the first
+ * one takes no more names.  A process killed (SIGKILL)
  * while a file is open leaves it without a build-id: readable by path,
  * never cached; so does a core taken by gcore of a process that runs
  * (gdb names its frames from the debuggers' objects in the core all the
@@ -669,6 +674,10 @@ seal(int fd)
 static volatile sig_atomic_t crash_fd = -1;
 static dev_t crash_dev;
 static ino_t crash_ino;
+/* The process that made it: a child that did not go through
+   PyOS_AfterFork_Child() (a fork() from C, posix_spawn's or vfork's) has
+   the same descriptor to the parent's file, which it must not seal. */
+static pid_t crash_pid;
 
 static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE,
                                     SIGABRT};
@@ -681,34 +690,87 @@ static int crash_handlers;        /* installed (once a process) */
    process goes on): it takes no more (_PyPerfElf_Reserve()). */
 static volatile sig_atomic_t crash_sealed = -1;
 
+/* Whether the kernel's signal comes again when the handler returns (the
+   faulting instruction runs again), with its own details. */
+static int
+fault_comes_again(int sig, const siginfo_t *info)
+{
+    if (info == NULL || info->si_code <= 0) {
+        return 0;                 /* sent by a process */
+    }
+    switch (sig) {
+    case SIGILL:
+    case SIGFPE:
+        return 1;
+    case SIGSEGV:
+        return info->si_code == SEGV_MAPERR || info->si_code == SEGV_ACCERR;
+    case SIGBUS:
+        return (info->si_code == BUS_ADRALN || info->si_code == BUS_ADRERR
+                || info->si_code == BUS_OBJERR);
+    default:
+        return 0;
+    }
+}
+
+static void seal_at_crash(int sig, siginfo_t *info, void *context);
+
+/* Called by a handler installed after ours, which took its place (a
+   runtime's that passes on what it does not handle): ours is not the
+   process's action. */
+static int
+called_by_another(int sig)
+{
+    struct sigaction now;
+    return (sigaction(sig, NULL, &now) == 0
+            && (!(now.sa_flags & SA_SIGINFO)
+                || now.sa_sigaction != seal_at_crash));
+}
+
 static void
 seal_at_crash(int sig, siginfo_t *info, void *context)
 {
-    (void)context;
     int saved = errno;
-    int fd = crash_fd;
-    crash_fd = -1;
+    int fd = __atomic_exchange_n(&crash_fd, -1, __ATOMIC_ACQUIRE);
     struct stat st;
-    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == crash_dev
-        && st.st_ino == crash_ino)
+    if (fd >= 0 && getpid() == crash_pid && fstat(fd, &st) == 0
+        && st.st_dev == crash_dev && st.st_ino == crash_ino)
     {
         seal(fd);
         crash_sealed = fd;
     }
+    size_t k = 0;
+    while (k < NCRASH_SIGNALS && crash_signals[k] != sig) {
+        k++;
+    }
+    if (k == NCRASH_SIGNALS) {
+        errno = saved;
+        return;
+    }
+    const struct sigaction *prev = &crash_previous[k];
+    int handler = (prev->sa_flags & SA_SIGINFO)
+                  || (prev->sa_handler != SIG_DFL
+                      && prev->sa_handler != SIG_IGN);
+    if (handler && called_by_another(sig)) {
+        /* (the caller's action stays the process's: ours passes on) */
+        errno = saved;
+        if (prev->sa_flags & SA_SIGINFO) {
+            prev->sa_sigaction(sig, info, context);
+        }
+        else {
+            prev->sa_handler(sig);
+        }
+        return;
+    }
     /* The action that was there before ours (the default, faulthandler's,
        a runtime's that handles its own faults), for the signal again: a
-       fault of the kernel's comes back when the instruction runs again,
-       with its own details; one that was sent is sent again (it is
-       blocked until this handler returns). */
-    for (size_t k = 0; k < NCRASH_SIGNALS; k++) {
-        if (crash_signals[k] == sig) {
-            (void)sigaction(sig, &crash_previous[k], NULL);
-        }
-    }
-    errno = saved;
-    if (info == NULL || info->si_code <= 0) {
+       fault comes back when the instruction runs again, with its own
+       details; anything else is raised again (blocked until this handler
+       returns). */
+    (void)sigaction(sig, prev, NULL);
+    if (!fault_comes_again(sig, info)) {
         (void)raise(sig);
     }
+    errno = saved;
 }
 
 /* Install the handler in front of a crash signal's action, unless the
@@ -737,14 +799,16 @@ install_crash_handlers(void)
     }
 }
 
-/* `fd` is the file that takes names now (-1: none). */
+/* `fd` is the file that takes names now (-1: none): its identity first,
+   the descriptor last, for the handler. */
 static void
 set_crash_file(int fd, dev_t dev, ino_t ino)
 {
-    crash_fd = -1;
+    __atomic_store_n(&crash_fd, -1, __ATOMIC_RELEASE);
     crash_dev = dev;
     crash_ino = ino;
-    crash_fd = fd;
+    crash_pid = getpid();
+    __atomic_store_n(&crash_fd, fd, __ATOMIC_RELEASE);
 }
 
 /* The code's part, [0, mapped_end): the ELF header, the program headers,
@@ -1179,14 +1243,15 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
     if (name != NULL) {
         memset(name, 0, sizeof(*name));
     }
-    if (crash_fd == elf->fd) {
-        set_crash_file(-1, 0, 0);
-    }
     if (crash_sealed == elf->fd) {
         crash_sealed = -1;
     }
     if (still_ours(elf)) {
         seal(elf->fd);
+        /* (after the seal: a crash in between seals it too) */
+        if (crash_fd == elf->fd) {
+            set_crash_file(-1, 0, 0);
+        }
         struct stat st;
         if (name != NULL && fstat(elf->fd, &st) == 0) {
             memcpy(name->path, elf->path, sizeof(name->path));
@@ -1195,6 +1260,9 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
             name->bytes = (uint64_t)st.st_blocks * 512;
         }
         close(elf->fd);
+    }
+    if (crash_fd == elf->fd) {
+        set_crash_file(-1, 0, 0);
     }
     PyMem_RawFree(elf);
     return kept;

@@ -16,6 +16,7 @@ import textwrap
 import time
 import unittest
 
+from test import support
 from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
@@ -436,10 +437,13 @@ class TestArenaFile(unittest.TestCase):
         self.assertFalse(running[newest], running)
         self.assertTrue(all(sealed(parent).values()), sealed(parent))
 
+    @support.skip_if_sanitizer("AddressSanitizer turns a fault into its "
+                               "own report and exit status", address=True)
     def test_sealed_at_a_crash(self):
         # A crash seals the file that takes names before the process dies
         # of the same signal (so that a core holds its build-id); with
-        # faulthandler on, its report comes first.  The signals' actions
+        # faulthandler on (from the start, or enabled later), its report
+        # is there too.  The signals' actions
         # still look like the default from Python.
         code = textwrap.dedent("""\
             import os, signal, sys
@@ -450,23 +454,32 @@ class TestArenaFile(unittest.TestCase):
             def crash():
                 if sys.argv[1] == "abort":
                     os.abort()
+                if sys.argv[1] == "late":
+                    import faulthandler
+                    faulthandler.enable()
                 import ctypes
                 ctypes.string_at(0)
             crash()
             """)
+        import resource
+
+        def no_core():
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
         for how, args, sig in (("segv", (), signal.SIGSEGV),
                                ("abort", (), signal.SIGABRT),
                                ("segv", ("-X", "faulthandler"),
-                                signal.SIGSEGV)):
+                                signal.SIGSEGV),
+                               ("late", (), signal.SIGSEGV)):
             with self.subTest(how=how, args=args):
                 proc, pids = run_and_forget(
-                    self, "-X", "perf", *args, "-c", code, how)
+                    self, "-X", "perf", *args, "-c", code, how,
+                    preexec_fn=no_core, timeout=60)
                 self.assertEqual(proc.returncode, -sig, proc.stderr)
                 # (faulthandler's own handlers look like none, as with the
                 # feature off)
                 self.assertEqual(proc.stdout.splitlines()[1],
                                  "False False" if args else "True True")
-                if args:
+                if args or how == "late":
                     self.assertIn("Fatal Python error", proc.stderr)
                 paths = arena_paths(pids[0], self.since)
                 self.assertTrue(paths)
