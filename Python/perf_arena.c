@@ -77,13 +77,13 @@
  * files are named by themselves alone, which is all perf reads for a
  * file's addresses, and are replaced like any other.  Arenas inherited
  * through fork() count toward the parent's limit, not the child's.
- * Every slot of the new file holds the same bytes at the same address as the old one's, so a
- * frame returning through a dead trampoline while the file is replaced
- * finds the instructions it left; the arena is replaced only some time
- * after it died (a sample taken in that return would take the new
- * owner's name).  Arenas of a fork()'s parent are not the child's to
- * replace.  The old file, mapped no more, joins the replaced files that
- * Python/perf_elf.c keeps in /tmp up to a limit.
+ * Every slot of the new file holds the same bytes at the same address as the
+ * old one's, so a frame returning through a dead trampoline while the file is
+ * replaced finds the instructions it left; the arena is replaced only some
+ * time after it died (a sample taken in that return would take the new owner's
+ * name).  Arenas of a fork()'s parent are not the child's to replace.  The old
+ * file, mapped no more, joins the replaced files that Python/perf_elf.c keeps
+ * in /tmp up to a limit.
  *
  * This file calls only the arena files (Python/perf_elf.c), the arenas'
  * objects for debuggers (Python/perf_debugger.c), the symbol names

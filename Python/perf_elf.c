@@ -83,31 +83,29 @@
  * has none while names are added: its note's owner is "PyP", type 1,
  * which no reader takes for a build-id (perf, the kernel and elfutils
  * take owner "GNU", type NT_GNU_BUILD_ID).  When the file is let go
- * (its arena full, no room for more names, a newer arena made, at exit
- * and os._exit(), or on a live request: `python -m perf_trampoline seal`,
- * which `record --pid` sends before its recording ends), those 8 bytes
- * become "GNU" and NT_GNU_BUILD_ID in one pwrite(): every name is in the
- * file by then, and it never changes again.  A reader sees the file without a build-id, or with its final
- * one.  perf reads the file of a mapping without a build-id by its path,
- * with today's names (a slot is named before its first call, so a
+ * (its arena full, no room for more names, a newer arena made, at exit and
+ * os._exit(), or on a live request: `python -m perf_trampoline seal`, which
+ * `record --pid` sends before its recording ends), those 8 bytes become "GNU"
+ * and NT_GNU_BUILD_ID in one pwrite(): every name is in the file by then, and
+ * it never changes again.  A reader sees the file without a build-id, or with
+ * its final one.  perf reads the file of a mapping without a build-id by its
+ * path, with today's names (a slot is named before its first call, so a
  * recording never needs a name given later), and caches a sealed file
- * whole.  A process that crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE,
- * SIGABRT) seals its open file first, in a handler installed when the
- * first file is made, over the action there then (the default, or
- * faulthandler's with -X faulthandler), which it puts back before the
- * signal comes again; a handler installed later (faulthandler.enable())
- * passes on to it.  The kernel's core then holds the sealed note, so a
- * symbol server can be asked for every file.  Not sealed: a stack
- * overflow without an alternate signal stack (no handler can run), the
- * other signals that dump core (SIGQUIT, SIGTRAP, SIGSYS, SIGXCPU), and
- * a process whose faulthandler.disable() put back the default that
- * faulthandler saw.  A runtime whose handler was there first and handles
- * its own faults gets them all the same; the file sealed at the first
- * one takes no more names.  A process killed (SIGKILL)
- * while a file is open leaves it without a build-id: readable by path,
- * never cached; so does a core taken by gcore of a process that runs
- * (gdb names its frames from the debuggers' objects in the core all the
- * same).
+ * whole.  A process that crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT)
+ * seals its open file first, in a handler installed when the first file is
+ * made, over the action there then (the default, or faulthandler's with -X
+ * faulthandler), which it puts back before the signal comes again; a handler
+ * installed later (faulthandler.enable()) passes on to it.  The kernel's core
+ * then holds the sealed note, so a symbol server can be asked for every
+ * file.  Not sealed: a stack overflow without an alternate signal stack (no
+ * handler can run), the other signals that dump core (SIGQUIT, SIGTRAP,
+ * SIGSYS, SIGXCPU), and a process whose faulthandler.disable() put back the
+ * default that faulthandler saw.  A runtime whose handler was there first and
+ * handles its own faults gets them all the same; the file sealed at the first
+ * one takes no more names.  A process killed (SIGKILL) while a file is open
+ * leaves it without a build-id: readable by path, never cached; so does a
+ * core taken by gcore of a process that runs (gdb names its frames from the
+ * debuggers' objects in the core all the same).
  *
  * Source lines
  * ------------
