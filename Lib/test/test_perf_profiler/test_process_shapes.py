@@ -690,10 +690,12 @@ class TestProcessShapes(PerfTestCase):
         for name, _ in hot:
             self.assertGreaterEqual(innermost.get("py::" + name, 0), 10,
                                     (name, innermost))
+        # An earlier owner of a spinner's address is a churn function (or
+        # a spinner): none may take samples (a sample may fall in one that
+        # returns at once; the process's own reading of its mappings, slow
+        # under a sanitizer, takes samples of its own).
         wrong = {name: n for name, n in innermost.items()
-                 if not name.startswith(("py::hot_", "py::<module>",
-                                         "py::newest_reused"))
-                 and n > 3}
+                 if re.fullmatch(r"py::[abc]\d+", name) and n > 3}
         self.assertEqual(wrong, {}, innermost)
 
     def test_sub_interpreter_cannot_turn_main_off(self):
