@@ -10,7 +10,9 @@
  * the same map, through the same file as the trampolines: one writer for
  * all, safe to call from any thread, with or without the GIL, whether or
  * not a trampoline backend is active.  Their lines are assembled here,
- * outside _PyPerf_files_lock, and appended under it.
+ * outside _PyPerf_files_lock, and appended under it.  Their memory comes
+ * from malloc(): a caller without the GIL must not wait for it, and
+ * PyMem_Raw*() do when tracemalloc traces them (3.11's hooks take the GIL).
  *
  * The sys functions are here, where CPython 3.12+ has them in
  * Python/sysmodule.c: sysmodule.c then needs one small hunk
@@ -29,7 +31,7 @@
 #include "perf_internal.h"
 
 #include <errno.h>
-#include <stdlib.h>               // strtol()
+#include <stdlib.h>               // malloc(), strtol()
 #include <string.h>
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
@@ -60,7 +62,7 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
     char small[512];
     char *line = small;
     if (len + 2 * 16 + 3 > sizeof(small)) {
-        line = PyMem_RawMalloc(len + 2 * 16 + 3);
+        line = malloc(len + 2 * 16 + 3);
         if (line == NULL) {
             return -1;
         }
@@ -83,7 +85,7 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
                                                   (size_t)(p - line));
     pthread_mutex_unlock(&_PyPerf_files_lock);
     if (line != small) {
-        PyMem_RawFree(line);
+        free(line);
     }
     return rc;
 }
@@ -111,7 +113,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     }
     /* Room for one more byte: the newline of a last line without one. */
     size_t room = PERF_RECORD_MAX;
-    char *buf = PyMem_RawMalloc(room + 1);
+    char *buf = malloc(room + 1);
     int rc = buf == NULL ? -1 : 0;
     pthread_mutex_lock(&_PyPerf_files_lock);
     _PyPerfFile *map = rc == 0 ? _PyPerf_OpenMap() : NULL;
@@ -137,7 +139,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     while (rc == 0) {
         if (have == room) {
             /* A line longer than the buffer. */
-            char *bigger = PyMem_RawRealloc(buf, 2 * room + 1);
+            char *bigger = realloc(buf, 2 * room + 1);
             if (bigger == NULL) {
                 rc = -1;
                 break;
@@ -171,7 +173,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
         }
     }
     pthread_mutex_unlock(&_PyPerf_files_lock);
-    PyMem_RawFree(buf);
+    free(buf);
     close(from);
     return rc;
 }

@@ -50,6 +50,7 @@
 
 #include <errno.h>
 #include <fcntl.h>                // open()
+#include <stdlib.h>               // malloc()
 #include <string.h>
 #include <sys/file.h>             // flock()
 #include <sys/stat.h>             // fstat()
@@ -80,7 +81,10 @@ struct _PyPerfFile {
    the PyUnstable_ perf map functions without the GIL (the trampolines'
    records are written with the GIL and this lock held), and with fork().
    Whole records go out together in one write(), which O_APPEND keeps
-   whole among other writers. */
+   whole among other writers.  A thread that holds the lock never waits
+   for the GIL, which another thread may hold while it waits for the
+   lock: what is allocated under it comes from malloc(), since
+   PyMem_Raw*() take the GIL when tracemalloc traces them. */
 pthread_mutex_t _PyPerf_files_lock = PTHREAD_MUTEX_INITIALIZER;
 
 void (*_PyPerf_test_hook)(const char *where);
@@ -94,7 +98,7 @@ _PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
 _PyPerfFile *
 _PyPerfFile_New(void)
 {
-    _PyPerfFile *file = PyMem_RawMalloc(sizeof(_PyPerfFile));
+    _PyPerfFile *file = malloc(sizeof(_PyPerfFile));
     if (file == NULL) {
         errno = ENOMEM;
         return NULL;
