@@ -73,7 +73,8 @@
  * twice as large, registered before the old one is unmapped.
  *
  * Every caller holds the GIL (arenas are made and slots named with it),
- * which is what serializes changes of the list.  A child of fork() keeps
+ * which is what serializes changes of the list: the list is ours alone
+ * (below).  A child of fork() keeps
  * the list: the parent's arenas are mapped in it too.
  *
  * This file calls the unwind table (Python/perf_unwind.c) and the ELF
@@ -92,9 +93,14 @@
 #include <sys/mman.h>             // mmap()
 
 /* The interface's two names, with the layout GDB's manual gives them.
-   They have default visibility, outside the subsystem's hidden ones:
-   debuggers look them up by name, and a stripped interpreter keeps only
-   its dynamic symbols. */
+   Hidden: other JITs of the process (LLVM's, which numba uses, and any
+   library that defines the interface) bind to their own definitions and
+   change their own lists under their own locks.  Were ours in the dynamic
+   symbol table, the dynamic linker would bind their references to it:
+   one list changed under two locks.  gdb finds the descriptor of each
+   object that has one (ours in the interpreter's .symtab, or in its
+   split-off debug symbols when the binary is stripped), lldb the first it
+   finds. */
 typedef enum {
     JIT_NOACTION = 0,
     JIT_REGISTER_FN,
@@ -115,8 +121,8 @@ struct jit_descriptor {
     struct jit_code_entry *first_entry;
 };
 
-PyAPI_DATA(struct jit_descriptor) __jit_debug_descriptor;
-PyAPI_FUNC(void) __jit_debug_register_code(void);
+extern PERF_TRAMPOLINE_HIDDEN struct jit_descriptor __jit_debug_descriptor;
+extern PERF_TRAMPOLINE_HIDDEN void __jit_debug_register_code(void);
 
 struct jit_descriptor __jit_debug_descriptor = {1, JIT_NOACTION, NULL, NULL};
 

@@ -30,7 +30,7 @@ PACKAGES="$CROSS build-essential autoconf autoconf2.69 automake autoconf-archive
  bpftrace
  libssl-dev zlib1g-dev libsqlite3-dev libffi-dev libbz2-dev liblzma-dev
  libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev
- abigail-tools python3-numpy python3-pyelftools
+ abigail-tools python3-numpy python3-pyelftools python3-numba
  python3-sphinx python3-docs-theme"
 missing=""
 for p in $PACKAGES; do
