@@ -74,9 +74,10 @@ check_extra_layout(void)
  * _PyPerf_NewTrampoline() finds its inherited trampoline under
  * forks.base_index (the index of the first generation, which holds every
  * trampoline handed out in any generation), describes it and stores it
- * under the child's index.  Indexes are a limited resource (255 per
- * interpreter, one per generation: a child of a child takes another);
- * when none is left, or when asked to
+ * under the child's index.  Indexes are a limited resource that other
+ * tools draw from too (254 per interpreter in 3.11, one per generation: a
+ * child of a child takes another); when only a few are left (they are
+ * left to the others), or when asked to
  * (PyUnstable_PerfTrampoline_SetPersistAfterFork), the child describes
  * everything at once, as a backend switch does. */
 
@@ -168,12 +169,24 @@ inherited_trampoline(_PyPerfBackendState *st, PyCodeObject *code,
     return tramp;
 }
 
+/* The co_extra indexes a child leaves to the process's other users
+   (profilers, debuggers, JITs started in a worker): with no more than
+   these free, it describes everything at once instead. */
+#define INDEXES_LEFT_TO_OTHERS 16
+
 /* Give the child its own co_extra index (see above).  0 on success, -1
-   when there is no index left (or nothing was ever handed out). */
+   when too few are left (or nothing was ever handed out). */
 int
 _PyPerfCode_TakeChildIndex(void)
 {
     if (_PyPerf_code_index < 0 || _PyPerf_arenas == NULL) {
+        return -1;
+    }
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    /* (3.11 hands out MAX_CO_EXTRA_USERS - 1 of them) */
+    if (MAX_CO_EXTRA_USERS - 1 - interp->co_extra_user_count
+        <= INDEXES_LEFT_TO_OTHERS)
+    {
         return -1;
     }
     Py_ssize_t index = _PyEval_RequestCodeExtraIndex(_PyPerfArena_ForgetCode);

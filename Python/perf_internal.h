@@ -615,23 +615,26 @@ extern void _PyPerf_ForgetName(PyCodeObject *co);
    GIL. */
 extern char *_PyPerf_PutHex(char *p, uint64_t value);
 
-/* ---- Observing the core (for Python/perf_live.c) ---------------------
-
-   Called, when set, after the active backend changed (_PyPerf_CHANGED,
-   with _PyPerf_files_lock held) and at the end of finalization
-   (_PyPerf_FINALIZED).  Python/perf_live.c keeps its control block
-   current through it, whoever changed the backend (the sys functions, a
-   forked child moving to its own files, a backend turned off by a failed
-   write), while the core keeps knowing nothing of it.  The observer must
-   not block, take locks or run Python code. */
-#define _PyPerf_CHANGED 0
-#define _PyPerf_FINALIZED 1
-extern void (*_PyPerf_observer)(int event);
-
 #ifdef PERF_INTERNAL_POP_VISIBILITY
 #  pragma GCC visibility pop
 #endif
 #endif /* PY_HAVE_PERF_TRAMPOLINE */
+
+/* ---- Observing the core (for Python/perf_live.c) ---------------------
+
+   Called, when set, after the active backend changed (_PyPerf_CHANGED,
+   with _PyPerf_files_lock held), at the end of finalization
+   (_PyPerf_FINALIZED), and in a child of fork() from
+   PyOS_AfterFork_Child(), before the at-fork hooks run (_PyPerf_FORKED;
+   also where there are no trampolines).  Python/perf_live.c keeps its
+   control block current through it, whoever changed the backend (the sys
+   functions, a forked child moving to its own files, a backend turned off
+   by a failed write), while the core keeps knowing nothing of it.  The
+   observer must not block, take locks or run Python code. */
+#define _PyPerf_CHANGED 0
+#define _PyPerf_FINALIZED 1
+#define _PyPerf_FORKED 2
+extern PERF_TRAMPOLINE_HIDDEN void (*_PyPerf_observer)(int event);
 /* Python/perf_file.c: a RuntimeWarning of the subsystem, its text
    formatted as by printf() (at most 1 KiB).  Keeps whatever exception is
    being raised; a warning turned into an error is reported as

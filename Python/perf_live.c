@@ -114,7 +114,6 @@
 #ifdef Py_REMOTE_DEBUG
 
 #include <errno.h>
-#include <pthread.h>              // pthread_atfork()
 #include <stddef.h>               // offsetof()
 #include <string.h>
 #include <unistd.h>               // getpid()
@@ -224,17 +223,6 @@ publish_active(void)
     b->active = active;
 }
 
-static void
-on_core_event(int event)
-{
-    if (event == _PyPerf_FINALIZED) {
-        /* The interpreter may not run Python code again: no more pokes. */
-        set_state(_PyPerfLive_FINALIZING);
-        STORE_FENCE();
-        _PyPerf_Live.eval_breaker = 0;
-    }
-    publish_active();
-}
 #else
 static void
 publish_active(void)
@@ -244,14 +232,27 @@ publish_active(void)
 
 /* ---- Start-up and fork ------------------------------------------------ */
 
-/* The child of fork(): a process of its own, with no request pending (the
-   requester asked the parent).  The breaker may have been copied set: the
-   first check recomputes it. */
 static void
-atfork_child(void)
+on_core_event(int event)
 {
-    _PyPerf_Live.request = 0;
-    _PyPerf_Live.pid = (uint32_t)getpid();
+    if (event == _PyPerf_FORKED) {
+        /* A child of fork(): a process of its own, with no request
+           pending (the requester asked the parent).  The breaker may
+           have been copied set: the first check recomputes it.  (A
+           child that did not go through PyOS_AfterFork_Child(), a C
+           library's, keeps the parent's pid here, and requesters refuse
+           it: it runs no Python code.) */
+        _PyPerf_Live.request = 0;
+        _PyPerf_Live.pid = (uint32_t)getpid();
+        return;
+    }
+    if (event == _PyPerf_FINALIZED) {
+        /* The interpreter may not run Python code again: no more pokes. */
+        set_state(_PyPerfLive_FINALIZING);
+        STORE_FENCE();
+        _PyPerf_Live.eval_breaker = 0;
+    }
+    publish_active();
 }
 
 /* The block names its process from the start, while still "starting":
@@ -290,30 +291,17 @@ opted_out(const PyConfig *config)
 void
 _PyPerfLive_Start(const PyConfig *config)
 {
-    static int atfork_registered;
     _PyPerfLiveBlock *b = &_PyPerf_Live;
     b->eval_breaker = 0;
     STORE_FENCE();
     set_state(_PyPerfLive_STARTING);
     b->pid = (uint32_t)getpid();
     b->request = 0;
-#ifdef PY_HAVE_PERF_TRAMPOLINE
-    _PyPerf_observer = on_core_event;
-#endif
-    publish_active();
     /* Also when disabled: a child must say "disabled" as its own. */
-    if (!atfork_registered
-        && pthread_atfork(NULL, NULL, atfork_child) == 0)
-    {
-        atfork_registered = 1;
-    }
+    _PyPerf_observer = on_core_event;
+    publish_active();
     if (opted_out(config)) {
         set_state(_PyPerfLive_DISABLED);
-        return;
-    }
-    if (!atfork_registered) {
-        /* Without it a child would keep its parent's pid in the block,
-           and requesters refuse such a block: stay "starting". */
         return;
     }
     b->eval_breaker =

@@ -124,8 +124,13 @@
  * _PyPerfArena_MarkInherited() and _PyPerfElf_AfterFork()), then
  * _PyPerfTrampoline_AfterForkChild() (the new generation of records, the
  * files of the child's own).  At finalization: _PyPerfTrampoline_Fini().
- * perf_live.c registers a second at-fork handler, its own: it is built
- * where trampolines are not.  The few variables outside such structs are
+ * perf_live.c hears of a fork through the observer (_PyPerf_FORKED,
+ * also where trampolines are not built).  The at-fork handlers are
+ * registered when a backend first opens a file: a process that never
+ * turns one on runs nothing of ours at a fork, and one that did pays,
+ * at each fork() of any library, a lock taken and released, a write()
+ * of the records still waiting in blocks (if any) in the parent, and a
+ * walk of its arenas in the child.  The few variables outside such structs are
  * read on the call path (_PyPerf_hook, _PyPerf_code_index, the stack
  * budget: ceval.c reads them through
  * Include/internal/pycore_perf_trampoline.h, where a struct member would
@@ -147,6 +152,17 @@
    instructions compare interp->eval_frame with (pycore_perf_trampoline.h
    says why a variable). */
 _PyFrameEvalFunction _PyPerf_hook;
+
+void (*_PyPerf_observer)(int event);
+
+/* Tell the observer, if any (Python/perf_live.c), of `event`. */
+static void
+notify(int event)
+{
+    if (_PyPerf_observer != NULL) {
+        _PyPerf_observer(event);
+    }
+}
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
@@ -197,18 +213,7 @@ static struct {
     },
 };
 
-void (*_PyPerf_observer)(int event);
-
 static void warn_no_room(const backend_state *st);
-
-/* Tell the observer, if any (Python/perf_live.c), of `event`. */
-static void
-notify(int event)
-{
-    if (_PyPerf_observer != NULL) {
-        _PyPerf_observer(event);
-    }
-}
 
 /* What _PyPerf_Activate() describes: every live trampoline, or only the
    running ones when a child of fork() re-activates its parent's backend. */
@@ -623,6 +628,7 @@ void
 _PyPerfTrampoline_BeforeForkChildHooks(void)
 {
     core.in_child_hooks = core.forked;
+    notify(_PyPerf_FORKED);
 }
 
 void
@@ -893,6 +899,7 @@ _PyPerfTrampoline_Fini(void)
 void
 _PyPerfTrampoline_BeforeForkChildHooks(void)
 {
+    notify(_PyPerf_FORKED);
 }
 
 void

@@ -16,7 +16,8 @@ import unittest
 from test.support import os_helper, requires_subprocess
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
-    HAVE_TRAMPOLINE, env_with, forget_files, forget_process, run_python)
+    HAVE_TRAMPOLINE, env_with, forget_files, forget_process, load_map_symbols,
+    map_path, run_python)
 
 from ._common import setUpModule, tearDownModule  # noqa: F401
 from .test_debuggers import build_id_of, frame_names, ptrace_problem
@@ -593,3 +594,121 @@ threading.Thread(target=f1, daemon=True).start()
 time.sleep(1)
 os.kill(os.getpid(), signal.SIGINT)
 """
+
+
+# Other tools hold every co_extra index but `left` (argv[1]) of the 254 a
+# 3.11 interpreter hands out (ours took one at start-up); then a child and a
+# grandchild of os.fork() each run an inherited function and new ones, and
+# the grandchild takes every index still free ("FREE n").
+EXTRA_INDEXES = """\
+import ctypes, os, sys
+print("PID", os.getpid(), flush=True)
+request = ctypes.pythonapi._PyEval_RequestCodeExtraIndex
+request.restype = ctypes.c_ssize_t
+request.argtypes = [ctypes.c_void_p]
+for _ in range(253 - int(sys.argv[1])):
+    assert request(None) >= 0
+def in_all():
+    return 1
+def in_child():
+    return 2
+def in_grandchild():
+    return 3
+in_all()
+if os.fork() == 0:
+    print("PID", os.getpid(), flush=True)
+    in_all()
+    in_child()
+    if os.fork() == 0:
+        print("PID", os.getpid(), flush=True)
+        in_all()
+        in_child()
+        in_grandchild()
+        free = 0
+        while request(None) >= 0:
+            free += 1
+        print("FREE", free, flush=True)
+        os._exit(0)
+    os.wait()
+    os._exit(0)
+os.wait()
+"""
+
+# A process whose stderr marks where it forks through the C library (no
+# PyOS_BeforeFork() or PyOS_AfterFork_Child()), with a child that leaves
+# at once.
+C_FORK = """\
+import ctypes, os
+libc = ctypes.CDLL(None)
+def f():
+    return 1
+f()
+os.write(2, b"FORK\\n")
+pid = libc.fork()
+if pid == 0:
+    libc._exit(0)
+os.write(2, b"FORKED\\n")
+os.waitpid(pid, 0)
+"""
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "no perf trampoline on this platform")
+@requires_subprocess()
+class ForkTests(unittest.TestCase):
+
+    def setUp(self):
+        self.since = time.time() - 1
+        self.tmp = tempfile.mkdtemp(prefix="test_perf_fork_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+
+    def test_children_when_co_extra_indexes_are_nearly_used_up(self):
+        script = make_script(self.tmp, "extra", EXTRA_INDEXES)
+        names = {"in_all", "in_child", "in_grandchild"}
+        # Each child takes an index of its own while more than 16 are
+        # free (it then describes what it inherited when first called);
+        # with fewer it leaves them to the process's other tools and
+        # describes everything at once.
+        for left, free in ((0, 0), (1, 1), (16, 16), (100, 98)):
+            with self.subTest(left=left):
+                proc = run_python("-X", "perf", script, str(left))
+                pids = [int(p) for p in
+                        re.findall(r"^PID (\d+)", proc.stdout, re.M)]
+                for pid in pids:
+                    forget_files(self, pid)
+                self.assertEqual(proc.returncode, 0, proc.stderr)
+                self.assertEqual(len(pids), 3, proc.stdout)
+                self.assertIn(f"FREE {free}\n", proc.stdout)
+                for pid, want in zip(pids, ({"in_all"},
+                                            {"in_all", "in_child"},
+                                            names)):
+                    named = {name.split("::")[1].split(":")[0]
+                             for _, _, name in load_map_symbols(map_path(pid))
+                             if name.endswith(":" + script)}
+                    self.assertEqual(named & names, want, pid)
+
+    def test_a_fork_in_a_process_that_never_turned_a_backend_on(self):
+        # Nothing of ours runs at a fork() the interpreter did not ask for:
+        # the child's system calls are the C library's own.  (Before, a
+        # handler of live activation's called getpid() in every child.)
+        if shutil.which("strace") is None:
+            self.skipTest("strace is not installed")
+        script = make_script(self.tmp, "cfork", C_FORK)
+        trace = os.path.join(self.tmp, "trace")
+        proc = subprocess.run(["strace", "-f", "-o", trace, sys.executable,
+                               script],
+                              capture_output=True, text=True, env=env_with())
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(trace) as f:
+            lines = f.read().splitlines()
+        parent = int(lines[0].split()[0])
+        start = next(i for i, line in enumerate(lines)
+                     if 'write(2, "FORK\\n"' in line)
+        calls = set()
+        for line in lines[start + 1:]:
+            m = re.match(r"(\d+)\s+(?:<\.\.\. )?(\w+)", line)
+            if m and int(m.group(1)) != parent:
+                calls.add(m.group(2))
+        self.assertTrue(calls, lines[start:])
+        # glibc's robust list (and restartable sequences), then _exit().
+        self.assertLessEqual(calls, {"set_robust_list", "rseq",
+                                     "exit_group"}, lines[start:])
