@@ -271,6 +271,18 @@ find_xoption(const PyConfig *config, const wchar_t *name)
     return found;
 }
 
+/* -X disable_remote_debug (with or without a value) or a non-empty
+   PYTHON_DISABLE_REMOTE_DEBUG (unless -E or -I), as CPython 3.14 names
+   them: live activation is refused. */
+static int
+live_disabled(const PyConfig *config)
+{
+    const char *value = config->use_environment
+                        ? getenv("PYTHON_DISABLE_REMOTE_DEBUG") : NULL;
+    return (find_xoption(config, L"disable_remote_debug") != NULL
+            || (value != NULL && value[0] != '\0'));
+}
+
 /* An environment variable that enables a backend: an integer other than
    zero, read as CPython 3.12+ reads it (strtol() with nothing after the
    digits, leading blanks allowed, within the range of a C int).  Unset or
@@ -379,7 +391,7 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 #endif
     /* Live activation (Python/perf_live.c): ready from here on, before
        -X perf activates, so that its block already says so. */
-    _PyPerfLive_Start(config);
+    _PyPerfLive_Start(live_disabled(config));
     /* Later sources override earlier ones: the perf_jit spelling over
        the perf one, -X over the environment. */
     const char *backend = NULL;

@@ -99,17 +99,6 @@ is_described(const _PyPerfSlot *info, int bit)
            && (info->described & (1 << bit));
 }
 
-/* The co_extra entry `index` of `code` (NULL when there is none). */
-static char *
-extra_at(PyCodeObject *code, Py_ssize_t index)
-{
-    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
-    if (index >= 0 && extra != NULL && index < extra->size) {
-        return extra->entries[index];
-    }
-    return NULL;
-}
-
 /* Make `tramp` the trampoline of `code`, in this process and (through
    forks.base_index) in its future children.  -1 with an exception set. */
 static int
@@ -136,7 +125,7 @@ static char *
 trampoline_at(_PyPerfBackendState *st, PyCodeObject *code, Py_ssize_t index,
               _PyPerfSlot **info_p)
 {
-    char *tramp = extra_at(code, index);
+    char *tramp = _PyPerfCode_ExtraAt(code, index);
     if (tramp == NULL) {
         return NULL;
     }
@@ -300,7 +289,7 @@ mark_running(void)
                 if (indexes[k] < 0 || (k == 1 && indexes[1] == indexes[0])) {
                     continue;
                 }
-                char *tramp = extra_at(f->f_code, indexes[k]);
+                char *tramp = _PyPerfCode_ExtraAt(f->f_code, indexes[k]);
                 _PyPerfSlot *info = tramp != NULL ? _PyPerfSlot_Of(tramp)
                                                   : NULL;
                 if (info != NULL && info->code == f->f_code) {

@@ -453,7 +453,10 @@ put_debug_sections(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     at->end = w->n;
 }
 
-/* Write all of buf at `off`. */
+/* Write all of buf at `off`.  A short write goes on where it stopped:
+   the file is ours alone and every byte has its place.  (Appending to a
+   map or dump, Python/perf_file.c gives up instead and takes the part
+   back: another writer may append between two write()s.) */
 static int
 write_at(int fd, const void *buf, size_t size, uint64_t off)
 {

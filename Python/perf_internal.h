@@ -647,8 +647,9 @@ extern PERF_TRAMPOLINE_HIDDEN void _PyPerf_Warn(const char *format, ...)
 
 /* Python/perf_live.c, from _PyPerfTrampoline_InitFromConfig() (the main
    interpreter's start-up, before -X perf is honoured): the control block
-   says "ready", or "disabled" under -X disable_remote_debug or
-   PYTHON_DISABLE_REMOTE_DEBUG.  Does nothing without Py_REMOTE_DEBUG. */
-extern PERF_TRAMPOLINE_HIDDEN void _PyPerfLive_Start(const PyConfig *config);
+   says "ready", or "disabled" when `disabled` (the user opted out:
+   -X disable_remote_debug or PYTHON_DISABLE_REMOTE_DEBUG).  Does nothing
+   without Py_REMOTE_DEBUG. */
+extern PERF_TRAMPOLINE_HIDDEN void _PyPerfLive_Start(int disabled);
 
 #endif /* !Py_PERF_INTERNAL_H */

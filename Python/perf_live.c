@@ -267,29 +267,8 @@ name_the_owner(void)
 }
 #endif
 
-/* -X disable_remote_debug (with or without a value) or a non-empty
-   PYTHON_DISABLE_REMOTE_DEBUG (unless -E or -I), as CPython 3.14 names
-   them. */
-static int
-opted_out(const PyConfig *config)
-{
-    static const wchar_t name[] = L"disable_remote_debug";
-    size_t len = wcslen(name);
-    for (Py_ssize_t i = 0; i < config->xoptions.length; i++) {
-        const wchar_t *opt = config->xoptions.items[i];
-        if (wcsncmp(opt, name, len) == 0
-            && (opt[len] == L'\0' || opt[len] == L'='))
-        {
-            return 1;
-        }
-    }
-    const char *value = config->use_environment
-                        ? getenv("PYTHON_DISABLE_REMOTE_DEBUG") : NULL;
-    return value != NULL && value[0] != '\0';
-}
-
 void
-_PyPerfLive_Start(const PyConfig *config)
+_PyPerfLive_Start(int disabled)
 {
     _PyPerfLiveBlock *b = &_PyPerf_Live;
     b->eval_breaker = 0;
@@ -300,7 +279,7 @@ _PyPerfLive_Start(const PyConfig *config)
     /* Also when disabled: a child must say "disabled" as its own. */
     _PyPerf_observer = on_core_event;
     publish_active();
-    if (opted_out(config)) {
+    if (disabled) {
         set_state(_PyPerfLive_DISABLED);
         return;
     }
@@ -457,7 +436,7 @@ _PyPerfLive_Serve(PyThreadState *tstate)
 #else /* !Py_REMOTE_DEBUG */
 
 void
-_PyPerfLive_Start(const PyConfig *Py_UNUSED(config))
+_PyPerfLive_Start(int Py_UNUSED(disabled))
 {
 }
 

@@ -94,16 +94,24 @@ typedef struct {
     void *entries[1];
 } _PyPerfCodeExtra;
 
+/* The co_extra entry `index` of `code`, or NULL if there is none. */
+static inline void *
+_PyPerfCode_ExtraAt(PyCodeObject *code, Py_ssize_t index)
+{
+    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
+    /* Unsigned: an index of -1 finds nothing. */
+    if (extra != NULL && (size_t)index < (size_t)extra->size) {
+        return extra->entries[index];
+    }
+    return NULL;
+}
+
 /* The trampoline of `code`, or NULL if it has none yet. */
 static inline _PyPerfTrampolineFunc
 _PyPerfTrampoline_Of(PyCodeObject *code)
 {
-    _PyPerfCodeExtra *extra = (_PyPerfCodeExtra *)code->co_extra;
-    /* Unsigned: an index of -1 finds nothing. */
-    if (extra != NULL && (size_t)_PyPerf_code_index < (size_t)extra->size) {
-        return (_PyPerfTrampolineFunc)extra->entries[_PyPerf_code_index];
-    }
-    return NULL;
+    return (_PyPerfTrampolineFunc)_PyPerfCode_ExtraAt(code,
+                                                      _PyPerf_code_index);
 }
 #else
 static inline _PyPerfTrampolineFunc
