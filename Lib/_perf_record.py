@@ -100,7 +100,9 @@ finished it, whatever fails after.
 
 Runs under any Python 3 from 3.6 on, like Lib/perf_trampoline.py (a
 system python3 may be what records a process of this interpreter):
-%-formatting, no f-strings, the standard library only.
+%-formatting, no f-strings, the standard library only; newer features
+where present, behind a version check (subprocess's own user and group
+switch, 3.9 on, in place of a preexec_fn).
 """
 
 import argparse
@@ -514,14 +516,22 @@ def _shebang_program(path):
 
 class Credentials(object):
     """The user, group and supplementary groups of a process (effective
-    ids), and a way to take them on (become(), a preexec_fn)."""
+    ids), and the arguments that make a child take them on."""
 
     def __init__(self, uid, gid, groups):
         self.uid = uid
         self.gid = gid
         self.groups = groups
 
-    def become(self):
+    def popen_args(self):
+        """subprocess's own switch where it has one (3.9 on: done in the
+        child, safe in a process with threads), else a preexec_fn."""
+        if sys.version_info >= (3, 9):
+            return {"user": self.uid, "group": self.gid,
+                    "extra_groups": self.groups}
+        return {"preexec_fn": self._become}
+
+    def _become(self):
         os.setgroups(self.groups)
         os.setgid(self.gid)
         os.setuid(self.uid)
@@ -554,8 +564,8 @@ def _probe(cmd, env=None, user=None):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               encoding="utf-8", errors="replace",
                               start_new_session=True,
-                              preexec_fn=user.become if user else None,
-                              timeout=PROBE_TIMEOUT)
+                              timeout=PROBE_TIMEOUT,
+                              **(user.popen_args() if user else {}))
     except (OSError, subprocess.SubprocessError):
         return None
 
@@ -687,6 +697,16 @@ def _event_options(perf):
 # ---- Running processes: which to record, the trampoline on and off ---------
 
 def _pt():
+    """The live activation requester, perf_trampoline.  Run as `python -m
+    perf_trampoline` (or as its file) it is __main__ already: importing
+    it by name would run a second copy, whose exceptions and constants
+    are not the same objects."""
+    main = sys.modules.get("__main__")
+    spec = getattr(main, "__spec__", None)
+    if (spec is not None and spec.name == "perf_trampoline"
+            or os.path.basename(getattr(main, "__file__", None) or "")
+            == "perf_trampoline.py"):
+        return main
     import perf_trampoline
     return perf_trampoline
 

@@ -923,8 +923,12 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.addCleanup(busy.wait)
         self.addCleanup(busy.kill)
         done = self.record("-o", self.name, "--pid", busy.pid,
-                           "--duration", "1")
+                           "--duration", "1",
+                           env=record_env(PYTHONPROFILEIMPORTTIME="1"))
         self.assert_recorded(done)
+        # record asked with the requester that runs it, not with a second
+        # copy imported by name.
+        self.assertNotRegex(done.stderr, r"(?m)\| perf_trampoline$")
         self.assertIn(f"process {busy.pid} (", done.stderr)
         self.assertIn("is not a Python this command can ask: call graph "
                       "dwarf", done.stderr)
