@@ -120,6 +120,8 @@ import sys
 import tempfile
 import time
 
+import _perf_live
+
 DEFAULT_NAME = "perf"
 # Not a multiple of the kernel's tick, so that samples do not fall into
 # step with periodic work.
@@ -223,7 +225,7 @@ def _positive_int(text):
 def _positive_seconds(text):
     """--duration's type: perf_trampoline's --timeout type, more than 0
     and finite."""
-    value = _pt()._seconds(text)
+    value = _perf_live._seconds(text)
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError(
             "must be more than 0 seconds, and finite, not %r" % text)
@@ -696,21 +698,6 @@ def _event_options(perf):
 
 # ---- Running processes: which to record, the trampoline on and off ---------
 
-def _pt():
-    """The live activation requester, perf_trampoline.  Run as `python -m
-    perf_trampoline` (or as its file) it is __main__ already: importing
-    it by name would run a second copy, whose exceptions and constants
-    are not the same objects."""
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    if (spec is not None and spec.name == "perf_trampoline"
-            or os.path.basename(getattr(main, "__file__", None) or "")
-            == "perf_trampoline.py"):
-        return main
-    import perf_trampoline
-    return perf_trampoline
-
-
 def _exe_of(pid):
     """The executable of `pid`, as a path this process can run."""
     link = "/proc/%d/exe" % pid
@@ -742,7 +729,7 @@ class _Targets:
     (those that _restore() must leave as they are)."""
 
     def __init__(self, pid, children):
-        pt = _pt()
+        pt = _perf_live
         if not os.path.exists("/proc/%d" % pid):
             raise RecordError("process %d does not exist: give the pid of "
                               "a running process" % pid)
@@ -818,7 +805,7 @@ def _activate(pids):
     None)."""
     if not pids:
         return [], None
-    pt = _pt()
+    pt = _perf_live
     reached, failed = [], []
     for out in pt.request_all(pids, pt.REQ_PERF, REQUEST_TIMEOUT):
         if out.ok:
@@ -836,7 +823,7 @@ def _status(pid):
     """perf_trampoline.status(pid), given up to REQUEST_TIMEOUT seconds to
     come through fork(): a child that has not run since shows a copy of
     its parent's block (which names the parent's pid)."""
-    pt = _pt()
+    pt = _perf_live
     deadline = time.monotonic() + REQUEST_TIMEOUT
     out = pt.status(pid)
     while not out.ok and isinstance(out.error, pt.CopiedBlock) \
@@ -854,7 +841,7 @@ def started_since(pids, known):
     asked."""
     found = []
     for p in pids:
-        for q in _pt().children_of(p):
+        for q in _perf_live.children_of(p):
             if q not in known and q not in found and _status(q).ok:
                 found.append(q)
     return found
@@ -868,7 +855,7 @@ def _seal(pids, known):
     the request (an earlier build) is left as it is; one that runs no
     Python code now: see SEAL_TIMEOUT (a later request, the restore's,
     takes the pending one's place)."""
-    pt = _pt()
+    pt = _perf_live
     try:
         pids = list(pids) + started_since(pids, known)
         outcomes = pt.request_all(pids, pt.REQ_SEAL, SEAL_TIMEOUT)
@@ -889,7 +876,7 @@ def _restore(pids, known=()):
     known)); a process that has exited meanwhile needs nothing."""
     if not pids:
         return
-    pt = _pt()
+    pt = _perf_live
     started = started_since(pids, known)
     for out in pt.request_all(list(pids) + started, pt.REQ_DEACTIVATE,
                               REQUEST_TIMEOUT):

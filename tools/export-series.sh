@@ -59,7 +59,7 @@ new_files_of() {
         0013-build-train-pgo-*)
             echo Lib/test/perf_pgo_task.py ;;
         0011-live-activation-*)
-            echo Lib/perf_trampoline.py Lib/_perf_remote.py \
+            echo Lib/perf_trampoline.py Lib/_perf_live.py Lib/_perf_remote.py \
                  Lib/_perf_record.py Lib/_perf_archive.py Lib/_perf_collapse.py \
                  Lib/_perf_clean.py ;;
         tests) echo 'Lib/test/*' ;;

@@ -30,7 +30,8 @@ from test.support import perf_helper as ph
 if not sys.platform.startswith("linux"):
     raise unittest.SkipTest("live activation uses /proc: Linux only")
 
-import perf_trampoline as pt
+import _perf_live as pt
+import perf_trampoline
 
 # configure --without-remote-debug leaves the control block out: the
 # tests that need it check then that the requester says so instead.  The
@@ -100,7 +101,7 @@ def requester(*args, user=None, timeout=60, python=None):
     """Run `python -m perf_trampoline ARGS`; returns (CompletedProcess,
     monotonic time before, monotonic time after)."""
     # the module under test, run as `python -m perf_trampoline` runs it
-    cmd = [python or sys.executable, pt.__file__, *map(str, args)]
+    cmd = [python or sys.executable, perf_trampoline.__file__, *map(str, args)]
     if user == "nobody":
         cmd = NOBODY + cmd
     before = time.monotonic()
@@ -637,7 +638,7 @@ class TestRequests(TargetMixin, unittest.TestCase):
 
     def test_two_requesters(self):
         proc, pid = self.start(BUSY)
-        cmd = [sys.executable, pt.__file__, "activate", str(pid)]
+        cmd = [sys.executable, perf_trampoline.__file__, "activate", str(pid)]
         for _ in range(5):
             both = [subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,

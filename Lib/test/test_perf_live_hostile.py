@@ -34,7 +34,8 @@ if not sys.platform.startswith("linux"):
     raise unittest.SkipTest("live activation uses /proc: Linux only")
 
 import _perf_remote
-import perf_trampoline as pt
+import _perf_live as pt
+import perf_trampoline
 
 HAVE_LIVE = "--without-remote-debug" not in (
     sysconfig.get_config_var("CONFIG_ARGS") or "")
@@ -181,7 +182,7 @@ class HostileMixin:
         """Run the requester; returns (CompletedProcess, seconds taken).
         A requester still running after HANG seconds fails the test."""
         dirs = [os.path.dirname(_perf_remote.__file__),
-                os.path.dirname(pt.__file__)]
+                os.path.dirname(perf_trampoline.__file__)]
         cmd = [sys.executable, "-I", "-c", CLI] + dirs + [str(a)
                                                           for a in args]
         if not map_files:

@@ -40,7 +40,8 @@ from test.test_perf_profiler._common import assert_python_stacks
 
 import _perf_record
 import _perf_remote
-import perf_trampoline as pt
+import _perf_live as pt
+import perf_trampoline
 
 
 # The seed example's calls (perf_helper.NESTED), kept busy for a second.
@@ -165,7 +166,7 @@ def tearDownModule():
 def record_command(*args, prefix=(), slow_ack=False):
     """The command line of `python -m perf_trampoline record ARGS` (with
     `slow_ack`, of record waiting 60 s for acknowledgements)."""
-    program = ["-c", SLOW_ACK] if slow_ack else [pt.__file__]
+    program = ["-c", SLOW_ACK] if slow_ack else [perf_trampoline.__file__]
     return [*prefix, sys.executable, *program, "record", *map(str, args)]
 
 
@@ -928,7 +929,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.assert_recorded(done)
         # record asked with the requester that runs it, not with a second
         # copy imported by name.
-        self.assertNotRegex(done.stderr, r"(?m)\| perf_trampoline$")
+        self.assertNotRegex(done.stderr, r"(?m)\|\s+perf_trampoline$")
         self.assertIn(f"process {busy.pid} (", done.stderr)
         self.assertIn("is not a Python this command can ask: call graph "
                       "dwarf", done.stderr)
@@ -1032,8 +1033,9 @@ class TestFailures(RecordTestCase, TargetMixin):
                 mock.patch.object(_perf_record, "find_perf",
                                   return_value="/nonexistent/perf"), \
                 contextlib.redirect_stderr(err):
-            status = pt.main(["record", "-o", self.name, "--",
-                              sys.executable, "-c", "pass"])
+            status = perf_trampoline.main(["record", "-o", self.name,
+                                           "--", sys.executable, "-c",
+                                           "pass"])
         self.assertEqual(status, 1)
         self.assertEqual(err.getvalue(),
                          "record: not allowed to sample: kernel."
