@@ -34,7 +34,8 @@
  *                                  PYTHON_DISABLE_REMOTE_DEBUG), 3
  *                                  finalizing
  *     28   uint32    pid           getpid() of the process that owns the
- *                                  block (a forked child rewrites it)
+ *                                  block (a child of os.fork() rewrites
+ *                                  it)
  *     32   uint32    request       set by the requester: 0 none, 1
  *                                  activate perf, 2 activate perf_jit, 3
  *                                  deactivate, 4 seal the trampoline
@@ -94,8 +95,9 @@
  * Serving never fails the bytecode it interrupts: a refusal (a PEP 523
  * evaluator of someone else's installed, finalization, live activation
  * disabled) goes into result and message, and no exception is left set.
- * Only the main interpreter serves; a forked child starts with no
- * request pending and its own pid.  Built --without-remote-debug, none of
+ * Only the main interpreter serves; a child of os.fork() (of
+ * PyOS_AfterFork_Child()) starts with no request pending and its own
+ * pid.  Built --without-remote-debug, none of
  * this is compiled (Py_REMOTE_DEBUG undefined): there is no block, and
  * the requester, finding our other symbols, says that live activation is
  * disabled.
@@ -239,9 +241,10 @@ on_core_event(int event)
         /* A child of fork(): a process of its own, with no request
            pending (the requester asked the parent).  The breaker may
            have been copied set: the first check recomputes it.  (A
-           child that did not go through PyOS_AfterFork_Child(), a C
-           library's, keeps the parent's pid here, and requesters refuse
-           it: it runs no Python code.) */
+           child of a C library's fork(), which does not go through
+           PyOS_AfterFork_Child(), keeps the parent's pid here, and
+           requesters refuse it as a block that is not its own: CPython
+           does not support running Python code in such a child.) */
         _PyPerf_Live.request = 0;
         _PyPerf_Live.pid = (uint32_t)getpid();
         return;

@@ -894,6 +894,7 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 void
 _PyPerfTrampoline_Fini(void)
 {
+    notify(_PyPerf_FINALIZED);
 }
 
 void
