@@ -988,6 +988,35 @@ class TestPermissions(TargetMixin, unittest.TestCase):
         self.finish(proc)
 
 
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+class TestLayout(unittest.TestCase):
+
+    def test_block_fields_are_the_c_struct(self):
+        # The requester's copy of _PyPerfLiveBlock (BLOCK_FIELDS) against
+        # the struct as the compiler laid it out, read by gdb from the
+        # interpreter's debug information: each field's name, offset and
+        # size, and the whole block's size.
+        if shutil.which("gdb") is None:
+            self.skipTest("gdb is not installed")
+        out = subprocess.run(
+            ["gdb", "-nx", "-batch", "-ex", "ptype /o _PyPerfLiveBlock",
+             sys.executable], capture_output=True, text=True,
+            timeout=300).stdout
+        fields = re.findall(r"^/\*\s+(\d+)\s+\|\s+(\d+) \*/.*?(\w+)"
+                            r"(?:\[\d+\])?;$", out, re.M)
+        if not fields:
+            self.skipTest("the interpreter has no debug information")
+        offset, ours = 0, []
+        for name, fmt in pt.BLOCK_FIELDS:
+            size = struct.calcsize("=" + fmt)
+            ours.append((str(offset), str(size), name))
+            offset += size
+        self.assertEqual(fields, ours, out)
+        total = re.search(r"total size \(bytes\):\s+(\d+)", out)
+        self.assertEqual(int(total.group(1)), pt.BLOCK.size, out)
+
+
 def setUpModule():
     ph.setup_module()
 
