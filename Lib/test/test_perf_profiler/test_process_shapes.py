@@ -533,6 +533,38 @@ class TestProcessShapes(PerfTestCase):
                 else:
                     self.assertLessEqual(unmapped, limit, proc.stdout)
 
+    def record_innermost(self, script, *options):
+        """`script` run with `options` under perf record (-g, or
+        --call-graph dwarf without frame pointers): its stdout, its pid,
+        and how many samples each Python function was the innermost of."""
+        data = os.path.join(self.tmp, "perf.data")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999",
+                         *(("-g",) if HAVE_FRAME_POINTERS
+                           else ("--call-graph", "dwarf")),
+                         "-o", data, "--", sys.executable, *options, script),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        innermost = {}
+        for sample in parse_perf_script(self.perf_script(data)):
+            names = [sym.rsplit(":", 1)[0] for sym, _ in sample
+                     if sym.startswith("py::")]
+            if names:
+                innermost[names[0]] = innermost.get(names[0], 0) + 1
+        return proc.stdout, pid, innermost
+
+    def assert_no_churn_samples(self, innermost):
+        """An earlier owner of a spinner's address is a churn function
+        ("[abc]N") or a spinner: no churn function may take samples (a
+        sample may fall in one that returns at once; other code of the
+        process, slow under a sanitizer, takes samples of its own)."""
+        wrong = {name: n for name, n in innermost.items()
+                 if re.fullmatch(r"py::[abc]\d+", name) and n > 3}
+        self.assertEqual(wrong, {}, innermost)
+
     @requires_perf
     def test_reused_addresses_named_right(self):
         # perf_jit: a dead arena's addresses go to a new file.  The
@@ -571,19 +603,7 @@ class TestProcessShapes(PerfTestCase):
                     types.FunctionType(code, globals())()
             """)
         script = make_script(self.tmp, "reuse", source)
-        data = os.path.join(self.tmp, "perf.data")
-        proc = subprocess.run(
-            perf_command("record", "-F", "999",
-                         *(("-g",) if HAVE_FRAME_POINTERS
-                           else ("--call-graph", "dwarf")),
-                         "-o", data, "--",
-                         sys.executable, "-X", "perf_jit", script),
-            capture_output=True, text=True, env=env_with(), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertNotIn("RuntimeWarning", proc.stderr)
-        pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
-        samples = parse_perf_script(self.perf_script(data))
+        _, pid, innermost = self.record_innermost(script, "-X", "perf_jit")
         loads = [(rec["addr"], rec["name"].rsplit(":", 1)[0])
                  for rid, rec in read_jitdump(jit_path(pid), pid)
                  if rid == JIT_CODE_LOAD]
@@ -599,20 +619,10 @@ class TestProcessShapes(PerfTestCase):
         self.assertEqual(len(keeper), 1, keeper)
         self.assertEqual([name for addr, name in loads
                           if addr == keeper[0]], ["py::keeper"])
-        innermost = {}
-        for sample in samples:
-            names = [sym.rsplit(":", 1)[0] for sym, _ in sample
-                     if sym.startswith("py::")]
-            if names:
-                innermost[names[0]] = innermost.get(names[0], 0) + 1
         for name in reused:
             self.assertGreaterEqual(innermost.get(name, 0), 10,
                                     (name, innermost))
-        # (a sample may fall in a function that returns at once)
-        wrong = {name: n for name, n in innermost.items()
-                 if not name.startswith(("py::hot_", "py::<module>"))
-                 and n > 3}
-        self.assertEqual(wrong, {}, innermost)
+        self.assert_no_churn_samples(innermost)
 
     @requires_perf
     def test_reused_addresses_named_by_files(self):
@@ -662,41 +672,17 @@ class TestProcessShapes(PerfTestCase):
                         print("HOT", name, newest_reused())
             """)
         script = make_script(self.tmp, "reuse", source)
-        data = os.path.join(self.tmp, "perf.data")
-        proc = subprocess.run(
-            perf_command("record", "-F", "999",
-                         *(("-g",) if HAVE_FRAME_POINTERS
-                           else ("--call-graph", "dwarf")),
-                         "-o", data, "--",
-                         sys.executable, "-X", "perf",
-                         "-X", "perf_tmp_limit=16M", script),
-            capture_output=True, text=True, env=env_with(), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertNotIn("RuntimeWarning", proc.stderr)
-        pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
-        hot = [line.split()[1:] for line in proc.stdout.splitlines()
+        out, _, innermost = self.record_innermost(
+            script, "-X", "perf", "-X", "perf_tmp_limit=16M")
+        hot = [line.split()[1:] for line in out.splitlines()
                if line.startswith("HOT ")]
-        self.assertEqual(len(hot), 30, proc.stdout)
+        self.assertEqual(len(hot), 30, out)
         reused = [name for name, was in hot if was == "True"]
         self.assertGreaterEqual(len(reused), 5, hot)
-        samples = parse_perf_script(self.perf_script(data))
-        innermost = {}
-        for sample in samples:
-            names = [sym.rsplit(":", 1)[0] for sym, _ in sample
-                     if sym.startswith("py::")]
-            if names:
-                innermost[names[0]] = innermost.get(names[0], 0) + 1
         for name, _ in hot:
             self.assertGreaterEqual(innermost.get("py::" + name, 0), 10,
                                     (name, innermost))
-        # An earlier owner of a spinner's address is a churn function (or
-        # a spinner): none may take samples (a sample may fall in one that
-        # returns at once; the process's own reading of its mappings, slow
-        # under a sanitizer, takes samples of its own).
-        wrong = {name: n for name, n in innermost.items()
-                 if re.fullmatch(r"py::[abc]\d+", name) and n > 3}
-        self.assertEqual(wrong, {}, innermost)
+        self.assert_no_churn_samples(innermost)
 
     def test_sub_interpreter_cannot_turn_main_off(self):
         # Trampolines are the main interpreter's: a sub-interpreter is
