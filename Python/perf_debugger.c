@@ -74,8 +74,8 @@
  *
  * Every caller holds the GIL (arenas are made and slots named with it),
  * which is what serializes changes of the list: the list is ours alone
- * (below).  A child of fork() keeps
- * the list: the parent's arenas are mapped in it too.
+ * (below).  A child of fork() keeps the list: the parent's arenas are
+ * mapped in it too.
  *
  * This file calls the unwind table (Python/perf_unwind.c) and the ELF
  * header writer of the arena files (Python/perf_elf.c);

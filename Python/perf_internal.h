@@ -635,6 +635,7 @@ extern char *_PyPerf_PutHex(char *p, uint64_t value);
 #define _PyPerf_FINALIZED 1
 #define _PyPerf_FORKED 2
 extern PERF_TRAMPOLINE_HIDDEN void (*_PyPerf_observer)(int event);
+
 /* Python/perf_file.c: a RuntimeWarning of the subsystem, its text
    formatted as by printf() (at most 1 KiB).  Keeps whatever exception is
    being raised; a warning turned into an error is reported as

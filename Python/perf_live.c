@@ -97,10 +97,9 @@
  * disabled) goes into result and message, and no exception is left set.
  * Only the main interpreter serves; a child of os.fork() (of
  * PyOS_AfterFork_Child()) starts with no request pending and its own
- * pid.  Built --without-remote-debug, none of
- * this is compiled (Py_REMOTE_DEBUG undefined): there is no block, and
- * the requester, finding our other symbols, says that live activation is
- * disabled.
+ * pid.  Built --without-remote-debug, none of this is compiled
+ * (Py_REMOTE_DEBUG undefined): there is no block, and the requester,
+ * finding our other symbols, says that live activation is disabled.
  *
  * This file calls the core (Python/perf_trampoline.c: _PyPerf_Activate(),
  * _PyPerf_Deactivate(), _PyPerf_Active()); the core calls it only through

@@ -129,12 +129,12 @@
  * registered when a backend first opens a file: a process that never
  * turns one on runs nothing of ours at a fork, and one that did pays,
  * at each fork() of any library, a lock taken and released, a write()
- * of the records still waiting in blocks (if any) in the parent, and a
- * walk of its arenas in the child.  The few variables outside such structs are
- * read on the call path (_PyPerf_hook, _PyPerf_code_index, the stack
- * budget: ceval.c reads them through
- * Include/internal/pycore_perf_trampoline.h, where a struct member would
- * cost an address computation) or by other processes and
+ * of the records still waiting in blocks (if any) in the parent, and in
+ * the child a walk of its arenas that lets go of the parent's files.
+ * The few variables outside such structs are read on the call path
+ * (_PyPerf_hook, _PyPerf_code_index, the stack budget: ceval.c reads them
+ * through Include/internal/pycore_perf_trampoline.h, where a struct
+ * member would cost an address computation) or by other processes and
  * debuggers (_PyPerf_Live, __jit_debug_descriptor, which their readers
  * find by name).
  */
