@@ -337,6 +337,19 @@ jl_call(void (*callback)(void))
 }
 """
 
+# The part of a test program that makes and calls new functions in the
+# threads that run make_functions(), until `done` is set.
+MAKE_FUNCTIONS = """\
+done = threading.Event()
+def make_functions():
+    n = 0
+    while not done.is_set():
+        ns = {}
+        exec(f"def g{n}(): return {n}", ns)
+        ns[f"g{n}"]()
+        n += 1
+"""
+
 # Loads the library (its calls through ctypes.CDLL release the GIL), has
 # its threads churn while two Python threads make and name functions,
 # prints what jl_check() says, then sleeps in inner(), called back
@@ -346,14 +359,7 @@ import ctypes, os, sys, threading, time
 print("PID", os.getpid(), flush=True)
 lib = ctypes.CDLL(sys.argv[1])
 assert lib.jl_make() == 0
-done = threading.Event()
-def make_functions():
-    n = 0
-    while not done.is_set():
-        ns = {}
-        exec(f"def g{n}(): return {n}", ns)
-        ns[f"g{n}"]()
-        n += 1
+""" + MAKE_FUNCTIONS + """\
 makers = [threading.Thread(target=make_functions) for _ in range(2)]
 for t in makers:
     t.start()
@@ -547,14 +553,7 @@ def compile_some(k):
              f"    return s\\n", ns)
         numba.njit(ns[f"j{k}_{i}"])(10)
         compiled.append(i)
-done = threading.Event()
-def make_functions():
-    n = 0
-    while not done.is_set():
-        ns = {}
-        exec(f"def g{n}(): return {n}", ns)
-        ns[f"g{n}"]()
-        n += 1
+""" + MAKE_FUNCTIONS + """\
 compilers = [threading.Thread(target=compile_some, args=(k,))
              for k in range(2)]
 makers = [threading.Thread(target=make_functions) for _ in range(2)]
