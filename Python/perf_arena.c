@@ -73,7 +73,7 @@
  * The map has no times: an arena one of whose slots it names
  * (_PyPerfSlot_Recorded()) is never replaced, and the map names the slots
  * of an arena file only while such files take less than a quarter of
- * /tmp's limit for dead functions' files (Python/perf_elf.c): later arena
+ * /tmp's limit for dead functions' files (Python/perf_kept.c): later arena
  * files are named by themselves alone, which is all perf reads for a
  * file's addresses, and are replaced like any other.  Arenas inherited
  * through fork() count toward the parent's limit, not the child's.
@@ -82,10 +82,11 @@
  * replaced finds the instructions it left; the arena is replaced only some
  * time after it died (a sample taken in that return would take the new owner's
  * name).  Arenas of a fork()'s parent are not the child's to replace.  The old
- * file, mapped no more, joins the replaced files that Python/perf_elf.c keeps
- * in /tmp up to a limit.
+ * file, mapped no more, joins the replaced files that Python/perf_kept.c
+ * keeps in /tmp up to a limit.
  *
- * This file calls only the arena files (Python/perf_elf.c), the arenas'
+ * This file calls only the arena files (Python/perf_elf.c) and the ones
+ * kept after them (Python/perf_kept.c), the arenas'
  * objects for debuggers (Python/perf_debugger.c), the symbol names
  * (Python/perf_names.c, to forget a dead code object's) and the writer's
  * reader of small /proc files (Python/perf_file.c).
@@ -424,7 +425,7 @@ close_file(_PyPerfArena *a)
     }
     a->elf = NULL;
     if (a->named_for_good) {
-        _PyPerfElf_NamedForGood(a->file_name.bytes);
+        _PyPerfKept_NamedForGood(a->file_name.bytes);
     }
 }
 
@@ -493,7 +494,7 @@ arena_recycle(size_t size, size_t slot_size)
     dead_files--;
     /* (the same layout: the code at the same offset of its page) */
     assert(mem == a->start);
-    _PyPerfElf_Replaced(&a->file_name);
+    _PyPerfKept_Replaced(&a->file_name);
     a->file_name.path[0] = '\0';
     *link = a->prev;
     /* The records of the old slots: zeros, or whatever a failed madvise()
@@ -628,7 +629,7 @@ _PyPerfSlot_Recorded(const char *tramp, int for_good)
         return a->in_file ? _PyPerf_RECORD_LATER : _PyPerf_RECORD_NOW;
     }
     if (a->in_file
-        && (a->named_by_file_only || !_PyPerfElf_MayNameForGood()))
+        && (a->named_by_file_only || !_PyPerfKept_MayNameForGood()))
     {
         a->named_by_file_only = 1;
         return _PyPerf_RECORD_NONE;
@@ -637,7 +638,7 @@ _PyPerfSlot_Recorded(const char *tramp, int for_good)
     if (a->in_file && a->elf == NULL && !a->inherited) {
         /* (closed: its file's bytes are known; else they count once it
            is closed) */
-        _PyPerfElf_NamedForGood(a->file_name.bytes);
+        _PyPerfKept_NamedForGood(a->file_name.bytes);
     }
     return a->in_file ? _PyPerf_RECORD_LATER : _PyPerf_RECORD_NOW;
 }
@@ -757,7 +758,7 @@ _PyPerfSlot_Take(PyCodeObject *code)
 void
 _PyPerfArena_SetTmpLimit(int64_t limit)
 {
-    _PyPerfElf_SetTmpLimit(limit);
+    _PyPerfKept_SetLimit(limit);
 }
 
 int
@@ -785,6 +786,7 @@ _PyPerfArena_MarkInherited(void)
         }
     }
     _PyPerfElf_AfterFork();
+    _PyPerfKept_AfterFork();
 }
 
 void

@@ -29,7 +29,7 @@
  *              .eh_frame_hdr) read+execute, PT_GNU_EH_FRAME, PT_NOTE),
  *              .note.gnu.build-id (20 random bytes, so that perf's build-id
  *              cache and `perf archive` keep each file apart; a build-id
- *              only once the file is sealed: see "Sealing")
+ *              only once the file is sealed: see "Sealing and lines")
  *     320      .text: nslots copies of the template, slot_size apart
  *              .eh_frame: CIE, one FDE per slot, terminator
  *              .eh_frame_hdr: one table entry per slot
@@ -55,7 +55,7 @@
  * ---------------------
  * Naming slot i is stores into the tables' mapping, no system call, in
  * the order readers need: its name into .strtab, its line and file (see
- * "Source lines"), symbol i's value and size, then symbol i's first word
+ * "Sealing and lines"), symbol i's value and size, then symbol i's first word
  * (name, type, section) in one 8-byte store, so that a reader that loads
  * it whole (libelf copies a section with memcpy, which may not) sees a
  * zero symbol or a whole one that points to a whole name.  The stores
@@ -75,56 +75,14 @@
  * or, if that fails too, to anonymous memory and the map, with a
  * warning.
  *
- * Sealing
- * -------
- * A build-id must stand for one set of names: perf's build-id cache
- * (~/.debug), `perf archive`, debuginfod and the fleet profilers keep the
- * first copy of a file they see under a build-id, for good.  So a file
- * has none while names are added: its note's owner is "PyP", type 1,
- * which no reader takes for a build-id (perf, the kernel and elfutils
- * take owner "GNU", type NT_GNU_BUILD_ID).  When the file is let go
- * (its arena full, no room for more names, a newer arena made, at exit and
- * os._exit(), or on a live request: `python -m perf_trampoline seal`, which
- * `record --pid` sends before its recording ends), those 8 bytes become "GNU"
- * and NT_GNU_BUILD_ID in one pwrite(): every name is in the file by then, and
- * it never changes again.  A reader sees the file without a build-id, or with
- * its final one.  perf reads the file of a mapping without a build-id by its
- * path, with today's names (a slot is named before its first call, so a
- * recording never needs a name given later), and caches a sealed file
- * whole.  A process that crashes (SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT)
- * seals its open file first, in a handler installed when the first file is
- * made, over the action there then (the default, or faulthandler's with -X
- * faulthandler), which it puts back before the signal comes again; a handler
- * installed later (faulthandler.enable()) passes on to it.  The kernel's core
- * then holds the sealed note, so a symbol server can be asked for every
- * file.  Not sealed: a stack overflow without an alternate signal stack (no
- * handler can run), the other signals that dump core (SIGQUIT, SIGTRAP,
- * SIGSYS, SIGXCPU), and a process whose faulthandler.disable() put back the
- * default that faulthandler saw.  A runtime whose handler was there first and
- * handles its own faults gets them all the same; the file sealed at the first
- * one takes no more names.  A process killed (SIGKILL) while a file is open
- * leaves it without a build-id: readable by path, never cached; so does a
- * core taken by gcore of a process that runs (gdb names its frames from the
- * debuggers' objects in the core all the same).
- *
- * Source lines
- * ------------
- * perf (through binutils' addr2line) and hotspot (through elfutils) read a
- * source line for an address from DWARF's line table, so each slot gets
- * its function's co_filename:co_firstlineno there (DWARF 5, the version
- * whose file table names its files by offsets into a string section).
- * Everything but two fields is written when the arena is made: file entry
- * i + 1 of the table is slot i's, and one sequence over .text has one row
- * per slot (set the file, advance the line, emit the row, advance the line
- * back to 1, advance the address by one slot), with line 0 (no source)
- * and the compile unit's name as file until the slot is handed out (a
- * file entry naming the empty string crashes gdb).  Each line advance
- * is a signed LEB128 padded to 5 bytes, so naming a slot rewrites it in
- * place, and the file entry is 4 bytes: an offset into .debug_line_str.
- * That section is .strtab itself: the file name is the end of the slot's
- * symbol name "py::QUALNAME:FILENAME", NUL included, so it costs no
- * byte.
- *
+ * Sealing and lines
+ * -----------------
+ * While names are added, the file has no build-id: its note says so until
+ * the file is sealed, when its names are final (Python/perf_seal.c, which
+ * also seals it at a crash).  Each slot's source line is in DWARF's line
+ * table (Python/perf_lines.c), whose file names are the ends of the
+ * symbol names: .debug_line_str is .strtab's bytes.
+
  * Safety
  * ------
  * The name is predictable and /tmp is shared: the file is created 0600
@@ -145,9 +103,10 @@
  * security policy), the file is removed and the caller falls back to
  * anonymous memory.
  *
- * This file calls the unwind table (Python/perf_unwind.c) and the symbol
- * names (Python/perf_names.c); Python/perf_arena.c calls it, and
- * Python/perf_debugger.c its ELF header writer.
+ * This file calls the unwind table (Python/perf_unwind.c), the line
+ * table (Python/perf_lines.c), the sealing (Python/perf_seal.c) and the
+ * writer's checks of /tmp (Python/perf_file.c); Python/perf_arena.c calls
+ * it, and Python/perf_debugger.c its ELF header writer.
  */
 
 #include "Python.h"
@@ -161,17 +120,15 @@
 #include <stddef.h>               // offsetof()
 #include <string.h>
 #include <sys/mman.h>             // mmap()
-#include <sys/random.h>           // getrandom()
-#include <signal.h>               // sigaction()
 #include <sys/stat.h>             // fstat()
-#include <time.h>                 // clock_gettime()
 #include <unistd.h>
 
 /* The fixed part at the start of the file. */
 #define NPHDRS 3
-#define NOTE_OFF (sizeof(Elf64_Ehdr) + NPHDRS * sizeof(Elf64_Phdr))
-#define BUILD_ID_SIZE 20
-#define NOTE_SIZE (sizeof(Elf64_Nhdr) + 4 + BUILD_ID_SIZE)
+#define NOTE_OFF _PyPerfSeal_NOTE_OFF
+#define NOTE_SIZE _PyPerfSeal_NOTE_SIZE
+_Static_assert(NOTE_OFF == sizeof(Elf64_Ehdr) + NPHDRS * sizeof(Elf64_Phdr),
+               "the build-id note follows the program headers");
 #define TEXT_OFF 320
 _Static_assert(NOTE_OFF + NOTE_SIZE <= TEXT_OFF, "headers fit before .text");
 
@@ -215,8 +172,9 @@ struct _PyPerfElf {
     uint64_t tables_off;
     /* Offsets from `tables`: */
     size_t symtab_off;            /* of symbol 0 */
-    size_t files_off;             /* of .debug_line's file entry 0 */
-    size_t rows_off;              /* of its first slot's rows */
+    size_t debug_off;             /* of .debug_abbrev, the first debug
+                                     section */
+    _PyPerfLinesLayout lines;     /* the others, from there */
     size_t strtab_off;
     size_t strtab_size;           /* what its section header declares */
     size_t strtab_used;           /* bytes of names written */
@@ -227,231 +185,9 @@ struct _PyPerfElf {
 static unsigned int files_made;   /* N of the next file */
 
 
-/* --- Source lines (DWARF 5; see "Source lines" above) ------------------ */
-
-/* The compile unit's name, also file 0 of the line table: the first
-   string of .strtab after the empty one. */
-#define CU_NAME "py-perf-trampolines"
-#define STRTAB_INIT_SIZE (1 + sizeof(CU_NAME))
-
-/* Arenas have fewer slots than this: the index of their last file entry
-   fits in three bytes of ULEB128 (see rows_at()). */
-#define MAX_LINE_SLOTS ((size_t)1 << 21)
-
-/* The DWARF 5 codes used here (its standard's numbers). */
-enum {
-    TAG_compile_unit = 0x11, UT_compile = 0x01,
-    AT_name = 0x03, AT_stmt_list = 0x10, AT_low_pc = 0x11,
-    AT_high_pc = 0x12, AT_comp_dir = 0x1b,
-    FORM_addr = 0x01, FORM_data8 = 0x07, FORM_string = 0x08,
-    FORM_udata = 0x0f, FORM_sec_offset = 0x17, FORM_line_strp = 0x1f,
-    LNS_copy = 1, LNS_advance_line = 3, LNS_set_file = 4,
-    LNS_fixed_advance_pc = 9, LNE_end_sequence = 1, LNE_set_address = 2,
-    LINE_OPCODE_BASE = 13, LNCT_path = 1, LNCT_directory_index = 2,
-};
-
-/* .debug_abbrev: abbreviation 1, a compile unit without children, with
-   its name and directory (strings), its line program (at offset 0 of
-   .debug_line), its address range (.text's start and size). */
-static const unsigned char debug_abbrev[] = {
-    1, TAG_compile_unit, 0 /* no children */,
-    AT_name, FORM_string, AT_comp_dir, FORM_string,
-    AT_stmt_list, FORM_sec_offset, AT_low_pc, FORM_addr,
-    AT_high_pc, FORM_data8, 0, 0,
-    0 /* end of the abbreviations */
-};
-static const unsigned char standard_opcode_lengths[LINE_OPCODE_BASE - 1] = {
-    0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
-/* A slot's line: advance_line(line - 1), copy (the row), then
-   advance_line(1 - line) back to 1 for the next slot, each advance a
-   signed LEB128 of 5 bytes, so that it is rewritten in place. */
-#define ROW_LINE_SIZE 13
-/* The bytes of a file entry: DW_FORM_line_strp (4), directory 0 (1). */
-#define FILE_ENTRY_SIZE 5
-
-static size_t
-uleb_size(uint64_t v)
-{
-    size_t n = 1;
-    while (v >= 0x80) {
-        v >>= 7;
-        n++;
-    }
-    return n;
-}
-
-/* `v` (|v| < 2**34) as a signed LEB128 of exactly 5 bytes. */
-static void
-store_sleb5(unsigned char *p, int64_t v)
-{
-    for (int k = 0; k < 4; k++) {
-        p[k] = 0x80 | (unsigned char)(((uint64_t)v >> (7 * k)) & 0x7f);
-    }
-    p[4] = (unsigned char)(((uint64_t)v >> 28) & 0x7f);
-}
-
-/* A slot's line, the block that naming it rewrites in place (composed
-   whole: it is written for every new function). */
-static void
-put_line(_PyPerfBytes *w, int64_t line)
-{
-    unsigned char b[ROW_LINE_SIZE];
-    b[0] = LNS_advance_line;
-    store_sleb5(b + 1, line - 1);
-    b[6] = LNS_copy;
-    b[7] = LNS_advance_line;
-    store_sleb5(b + 8, 1 - line);
-    _PyPerfBytes_Put(w, b, sizeof(b));
-}
-
-/* Offset of slot i's rows from slot 0's.  Slot j's are set_file(j + 1)
-   (1 + uleb_size(j + 1) bytes), its line, fixed_advance_pc (3 bytes);
-   the ULEB128 sizes of 1 .. i add up to i, plus one for each number from
-   128, one more for each from 16384. */
-static uint64_t
-rows_at(size_t i)
-{
-    uint64_t n = (uint64_t)i;
-    uint64_t uleb = n + (n > 127 ? n - 127 : 0) + (n > 16383 ? n - 16383 : 0);
-    return n * (1 + ROW_LINE_SIZE + 3) + uleb;
-}
-
-/* .debug_info: one compile unit over .text. */
-static void
-put_debug_info(_PyPerfBytes *w, uint64_t text_size)
-{
-    size_t unit = _PyPerfBytes_BeginUnit(w);
-    _PyPerfBytes_U16(w, 5);                     /* version */
-    _PyPerfBytes_U8(w, UT_compile);
-    _PyPerfBytes_U8(w, 8);                      /* address size */
-    _PyPerfBytes_U32(w, 0);                     /* .debug_abbrev offset */
-    _PyPerfBytes_U8(w, 1);                      /* abbreviation 1 */
-    _PyPerfBytes_Put(w, CU_NAME, sizeof(CU_NAME));
-    _PyPerfBytes_Put(w, ".", 2);                /* DW_AT_comp_dir */
-    _PyPerfBytes_U32(w, 0);                     /* DW_AT_stmt_list */
-    _PyPerfBytes_U64(w, TEXT_OFF);
-    _PyPerfBytes_U64(w, text_size);
-    _PyPerfBytes_EndUnit(w, unit);
-}
-
-/* .debug_aranges: the compile unit's one range, for readers that look an
-   address up there (elfutils) rather than in the unit itself. */
-static void
-put_debug_aranges(_PyPerfBytes *w, uint64_t text_size)
-{
-    size_t unit = _PyPerfBytes_BeginUnit(w);
-    _PyPerfBytes_U16(w, 2);                     /* version */
-    _PyPerfBytes_U32(w, 0);                     /* .debug_info offset */
-    _PyPerfBytes_U8(w, 8);                      /* address size */
-    _PyPerfBytes_U8(w, 0);                      /* segment selector size */
-    _PyPerfBytes_U32(w, 0);                     /* (to 16 bytes) */
-    _PyPerfBytes_U64(w, TEXT_OFF);
-    _PyPerfBytes_U64(w, text_size);
-    _PyPerfBytes_U64(w, 0);                     /* the terminating pair */
-    _PyPerfBytes_U64(w, 0);
-    _PyPerfBytes_EndUnit(w, unit);
-}
-
-/* Where the debug sections start, and the fields that naming a slot
-   rewrites: offsets from the start of .debug_abbrev. */
-typedef struct {
-    size_t info, aranges, line;
-    size_t files;                 /* .debug_line's file entry 0 */
-    size_t rows;                  /* slot 0's rows */
-    size_t end;
-} debug_layout;
-
-/* .debug_line: a header whose file entry i + 1 is slot i's file (CU_NAME
-   until it is handed out), and one sequence over .text with a row
-   per slot (line 0, no source, until it is handed out). */
-static void
-put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-               debug_layout *at)
-{
-    size_t unit = _PyPerfBytes_BeginUnit(w);
-    _PyPerfBytes_U16(w, 5);                     /* version */
-    _PyPerfBytes_U8(w, 8);                      /* address size */
-    _PyPerfBytes_U8(w, 0);                      /* segment selector size */
-    size_t header_length = w->n;
-    _PyPerfBytes_U32(w, 0);                     /* patched */
-    _PyPerfBytes_U8(w, 1);          /* minimum instruction length */
-    _PyPerfBytes_U8(w, 1);          /* maximum operations per instruction */
-    _PyPerfBytes_U8(w, 1);                      /* default_is_stmt */
-    _PyPerfBytes_U8(w, (unsigned char)-5);      /* line_base */
-    _PyPerfBytes_U8(w, 14);                     /* line_range */
-    _PyPerfBytes_U8(w, LINE_OPCODE_BASE);
-    _PyPerfBytes_Put(w, standard_opcode_lengths,
-                     sizeof(standard_opcode_lengths));
-    _PyPerfBytes_U8(w, 1);                      /* directory entry format */
-    _PyPerfBytes_U8(w, LNCT_path);
-    _PyPerfBytes_U8(w, FORM_string);
-    /* One directory, ".", which DW_AT_comp_dir names too: a relative
-       file name is relative to the process's working directory, which
-       is not known.  Without them elfutils printed "/<string>" (an empty
-       directory) or "(null)./<string>", where binutils and LLVM printed
-       "./<string>"; now all three print "././<string>", and gdb
-       "./<string>". */
-    _PyPerfBytes_U8(w, 1);
-    _PyPerfBytes_Put(w, ".", 2);
-    _PyPerfBytes_U8(w, 2);                      /* file entry format */
-    _PyPerfBytes_U8(w, LNCT_path);
-    _PyPerfBytes_U8(w, FORM_line_strp);
-    _PyPerfBytes_U8(w, LNCT_directory_index);
-    _PyPerfBytes_U8(w, FORM_udata);
-    _PyPerfBytes_Uleb(w, nslots + 1);
-    at->files = w->n;
-    _PyPerfBytes_U32(w, 1);                     /* file 0: CU_NAME */
-    _PyPerfBytes_U8(w, 0);                      /* in directory 0 */
-    /* the slots' files: CU_NAME too until named (gdb crashes on a file
-       entry that names the empty string), in directory 0 */
-    for (size_t i = 0; i < nslots; i++) {
-        _PyPerfBytes_U32(w, 1);
-        _PyPerfBytes_U8(w, 0);
-    }
-    _PyPerfBytes_Patch32(w, header_length,
-                         (uint32_t)(w->n - (header_length + 4)));
-    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_set_address */
-    _PyPerfBytes_U8(w, 9);
-    _PyPerfBytes_U8(w, LNE_set_address);
-    _PyPerfBytes_U64(w, TEXT_OFF);
-    /* A slot's rows: set_file(i + 1), then the same bytes for every
-       slot: its line (0 until it is handed out) and the advance to the
-       next slot. */
-    unsigned char same[ROW_LINE_SIZE + 3];
-    _PyPerfBytes t = {same, 0, sizeof(same)};
-    put_line(&t, 0);
-    _PyPerfBytes_U8(&t, LNS_fixed_advance_pc);
-    _PyPerfBytes_U16(&t, (uint16_t)slot_size);
-    assert(t.n == sizeof(same));
-    at->rows = w->n;
-    for (size_t i = 0; i < nslots; i++) {
-        assert(w->n == at->rows + rows_at(i));
-        _PyPerfBytes_U8(w, LNS_set_file);
-        _PyPerfBytes_Uleb(w, i + 1);
-        _PyPerfBytes_Put(w, same, sizeof(same));
-    }
-    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
-    _PyPerfBytes_U8(w, 1);
-    _PyPerfBytes_U8(w, LNE_end_sequence);
-    _PyPerfBytes_EndUnit(w, unit);
-}
-
-/* The debug sections, one after another from .debug_abbrev; a writer
-   with cap 0 lays them out. */
-static void
-put_debug_sections(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-                   debug_layout *at)
-{
-    uint64_t text_size = (uint64_t)nslots * slot_size;
-    _PyPerfBytes_Put(w, debug_abbrev, sizeof(debug_abbrev));
-    at->info = w->n;
-    put_debug_info(w, text_size);
-    at->aranges = w->n;
-    put_debug_aranges(w, text_size);
-    at->line = w->n;
-    put_debug_line(w, nslots, slot_size, at);
-    at->end = w->n;
-}
+/* .strtab opens with the empty string and the line table's compile unit
+   name (Python/perf_lines.c). */
+#define STRTAB_INIT_SIZE (1 + sizeof(_PyPerfLines_CU_NAME))
 
 /* Write all of buf at `off`.  A short write goes on where it stopped:
    the file is ours alone and every byte has its place.  (Appending to a
@@ -519,22 +255,6 @@ create_file(char *path, size_t path_size)
     return -1;
 }
 
-/* `size` random bytes of the build-id. */
-static void
-build_id(unsigned char *id, size_t size)
-{
-    ssize_t n = getrandom(id, size, GRND_NONBLOCK);
-    if (n != (ssize_t)size) {
-        /* No entropy yet (early boot): unique enough for a cache key. */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t v[3] = {(uint64_t)getpid() << 32 | files_made,
-                         (uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec};
-        memset(id, 0, size);
-        memcpy(id, v, sizeof(v) < size ? sizeof(v) : size);
-    }
-}
-
 void
 _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
                   unsigned int shstrndx)
@@ -574,7 +294,7 @@ typedef struct {
     uint64_t tables_off;              /* .symtab, first of the tables */
     uint64_t symtab_off, symtab_size;
     uint64_t abbrev_off;              /* the debug sections, from here */
-    debug_layout at;                  /* ... at these offsets from it */
+    _PyPerfLinesLayout at;            /* ... at these offsets from it */
     uint64_t shstrtab_off;
     uint64_t shdr_off;                /* the section headers */
     uint64_t strtab_off, strtab_size;
@@ -611,13 +331,13 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
     L->symtab_off = L->tables_off;
     L->symtab_size = ((uint64_t)nslots + 1) * sizeof(Elf64_Sym);
     L->abbrev_off = L->symtab_off + L->symtab_size;
-    if (nslots >= MAX_LINE_SLOTS || slot_size > UINT16_MAX) {
+    if (nslots >= _PyPerfLines_MAX_SLOTS || slot_size > UINT16_MAX) {
         *what = "describe so many trampolines in";
         errno = EFBIG;
         return -1;
     }
     _PyPerfBytes measure = {NULL, 0, 0};
-    put_debug_sections(&measure, nslots, slot_size, &L->at);
+    _PyPerfLines_Put(&measure, nslots, slot_size, TEXT_OFF, &L->at);
     L->shstrtab_off = L->abbrev_off + L->at.end;
     L->shdr_off = _Py_SIZE_ROUND_UP(L->shstrtab_off + sizeof(shstrtab), 8);
     L->strtab_off = L->shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
@@ -630,186 +350,6 @@ plan_file(size_t nslots, size_t slot_size, file_layout *L,
         return -1;
     }
     return 0;
-}
-
-/* The note's type and owner until the file is sealed (no reader's
-   build-id), and after: see "Sealing".  The two are 8 bytes at
-   NOTE_OFF + 8. */
-#define UNSEALED_TYPE 1
-#define UNSEALED_OWNER "PyP"
-#define SEAL_OFF (NOTE_OFF + offsetof(Elf64_Nhdr, n_type))
-#define SEAL_SIZE (sizeof(Elf64_Word) + 4)
-_Static_assert(offsetof(Elf64_Nhdr, n_type) + sizeof(Elf64_Word)
-               == sizeof(Elf64_Nhdr), "the owner follows the type");
-
-/* .note.gnu.build-id: 20 random bytes, so that perf's build-id cache and
-   `perf archive` keep every file apart, under an owner that makes them
-   no build-id until the file is sealed. */
-static void
-put_build_id(unsigned char *note)
-{
-    Elf64_Nhdr nh = {.n_namesz = 4, .n_descsz = BUILD_ID_SIZE,
-                     .n_type = UNSEALED_TYPE};
-    memcpy(note, &nh, sizeof(nh));
-    memcpy(note + sizeof(nh), UNSEALED_OWNER, 4);
-    build_id(note + sizeof(nh) + 4, BUILD_ID_SIZE);
-}
-
-/* Make the note a GNU build-id: the file's names are final.  (Safe in a
-   signal handler: one pwrite().) */
-static void
-seal(int fd)
-{
-    unsigned char sealed[SEAL_SIZE];
-    Elf64_Word type = NT_GNU_BUILD_ID;
-    memcpy(sealed, &type, sizeof(type));
-    memcpy(sealed + sizeof(type), "GNU", 4);
-    (void)pwrite(fd, sealed, sizeof(sealed), SEAL_OFF);
-}
-
-/* ---- Sealing at a crash --------------------------------------------------
-
-   The file that takes names, for the handler of a fatal signal: its
-   descriptor (-1: none), written last, and its identity (a descriptor
-   that a daemon closed and reused is not sealed). */
-static volatile sig_atomic_t crash_fd = -1;
-static dev_t crash_dev;
-static ino_t crash_ino;
-/* The process that made it: a child that did not go through
-   PyOS_AfterFork_Child() (a fork() from C, posix_spawn's or vfork's) has
-   the same descriptor to the parent's file, which it must not seal. */
-static pid_t crash_pid;
-
-static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE,
-                                    SIGABRT};
-#define NCRASH_SIGNALS (sizeof(crash_signals) / sizeof(crash_signals[0]))
-static struct sigaction crash_previous[NCRASH_SIGNALS];
-static int crash_handlers;        /* installed (once a process) */
-
-/* The file was sealed by the handler below while it could still take
-   names (a handler installed before ours handled the fault, and the
-   process goes on): it takes no more (_PyPerfElf_Reserve()). */
-static volatile sig_atomic_t crash_sealed = -1;
-
-/* Whether the kernel's signal comes again when the handler returns (the
-   faulting instruction runs again), with its own details. */
-static int
-fault_comes_again(int sig, const siginfo_t *info)
-{
-    if (info == NULL || info->si_code <= 0) {
-        return 0;                 /* sent by a process */
-    }
-    switch (sig) {
-    case SIGILL:
-    case SIGFPE:
-        return 1;
-    case SIGSEGV:
-        return info->si_code == SEGV_MAPERR || info->si_code == SEGV_ACCERR;
-    case SIGBUS:
-        return (info->si_code == BUS_ADRALN || info->si_code == BUS_ADRERR
-                || info->si_code == BUS_OBJERR);
-    default:
-        return 0;
-    }
-}
-
-static void seal_at_crash(int sig, siginfo_t *info, void *context);
-
-/* Called by a handler installed after ours, which took its place (a
-   runtime's that passes on what it does not handle): ours is not the
-   process's action. */
-static int
-called_by_another(int sig)
-{
-    struct sigaction now;
-    return (sigaction(sig, NULL, &now) == 0
-            && (!(now.sa_flags & SA_SIGINFO)
-                || now.sa_sigaction != seal_at_crash));
-}
-
-static void
-seal_at_crash(int sig, siginfo_t *info, void *context)
-{
-    int saved = errno;
-    int fd = __atomic_exchange_n(&crash_fd, -1, __ATOMIC_ACQUIRE);
-    struct stat st;
-    if (fd >= 0 && getpid() == crash_pid && fstat(fd, &st) == 0
-        && st.st_dev == crash_dev && st.st_ino == crash_ino)
-    {
-        seal(fd);
-        crash_sealed = fd;
-    }
-    size_t k = 0;
-    while (k < NCRASH_SIGNALS && crash_signals[k] != sig) {
-        k++;
-    }
-    if (k == NCRASH_SIGNALS) {
-        errno = saved;
-        return;
-    }
-    const struct sigaction *prev = &crash_previous[k];
-    int handler = (prev->sa_flags & SA_SIGINFO)
-                  || (prev->sa_handler != SIG_DFL
-                      && prev->sa_handler != SIG_IGN);
-    if (handler && called_by_another(sig)) {
-        /* (the caller's action stays the process's: ours passes on) */
-        errno = saved;
-        if (prev->sa_flags & SA_SIGINFO) {
-            prev->sa_sigaction(sig, info, context);
-        }
-        else {
-            prev->sa_handler(sig);
-        }
-        return;
-    }
-    /* The action that was there before ours (the default, faulthandler's,
-       a runtime's that handles its own faults), for the signal again: a
-       fault comes back when the instruction runs again, with its own
-       details; anything else is raised again (blocked until this handler
-       returns). */
-    (void)sigaction(sig, prev, NULL);
-    if (!fault_comes_again(sig, info)) {
-        (void)raise(sig);
-    }
-    errno = saved;
-}
-
-/* Install the handler in front of a crash signal's action, unless the
-   signal is ignored. */
-static void
-install_crash_handlers(void)
-{
-    if (crash_handlers) {
-        return;
-    }
-    crash_handlers = 1;
-    for (size_t k = 0; k < NCRASH_SIGNALS; k++) {
-        struct sigaction now;
-        if (sigaction(crash_signals[k], NULL, &now) < 0
-            || (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN))
-        {
-            continue;
-        }
-        crash_previous[k] = now;
-        struct sigaction ours;
-        memset(&ours, 0, sizeof(ours));
-        ours.sa_sigaction = seal_at_crash;
-        sigemptyset(&ours.sa_mask);
-        ours.sa_flags = SA_SIGINFO | SA_ONSTACK;
-        (void)sigaction(crash_signals[k], &ours, NULL);
-    }
-}
-
-/* `fd` is the file that takes names now (-1: none): its identity first,
-   the descriptor last, for the handler. */
-static void
-set_crash_file(int fd, dev_t dev, ino_t ino)
-{
-    __atomic_store_n(&crash_fd, -1, __ATOMIC_RELEASE);
-    crash_dev = dev;
-    crash_ino = ino;
-    crash_pid = getpid();
-    __atomic_store_n(&crash_fd, fd, __ATOMIC_RELEASE);
 }
 
 /* The code's part, [0, mapped_end): the ELF header, the program headers,
@@ -838,7 +378,7 @@ put_code_part(unsigned char *img, const file_layout *L)
                          .p_offset = NOTE_OFF, .p_vaddr = NOTE_OFF,
                          .p_paddr = NOTE_OFF, .p_filesz = NOTE_SIZE,
                          .p_memsz = NOTE_SIZE, .p_align = 4};
-    put_build_id(img + NOTE_OFF);
+    _PyPerfSeal_PutNote(img + NOTE_OFF);
     /* (the first slot was zeroed above: the gaps are zeros) */
     unsigned char *text = img + TEXT_OFF;
     _PyPerf_FillSlots(text, L->nslots, L->slot_size);
@@ -856,7 +396,7 @@ put_code_part(unsigned char *img, const file_layout *L)
 static void
 put_section_headers(Elf64_Shdr *sh, const file_layout *L)
 {
-    const debug_layout *at = &L->at;
+    const _PyPerfLinesLayout *at = &L->at;
     sh[SEC_NOTE] = (Elf64_Shdr){
         .sh_type = SHT_NOTE, .sh_flags = SHF_ALLOC, .sh_addr = NOTE_OFF,
         .sh_offset = NOTE_OFF, .sh_size = NOTE_SIZE, .sh_addralign = 4};
@@ -914,16 +454,16 @@ static void
 put_tables_tail(unsigned char *tail, const file_layout *L)
 {
     memset(tail, 0, (size_t)TAIL_SIZE(L));
-    debug_layout at;
+    _PyPerfLinesLayout at;
     _PyPerfBytes debug = {tail, 0, L->at.end};
-    put_debug_sections(&debug, L->nslots, L->slot_size, &at);
+    _PyPerfLines_Put(&debug, L->nslots, L->slot_size, TEXT_OFF, &at);
     assert(debug.n == L->at.end);
     memcpy(tail + (L->shstrtab_off - L->abbrev_off), shstrtab,
            sizeof(shstrtab));
     put_section_headers((Elf64_Shdr *)(tail + (L->shdr_off - L->abbrev_off)),
                         L);
-    memcpy(tail + (L->strtab_off - L->abbrev_off) + 1, CU_NAME,
-           sizeof(CU_NAME));
+    memcpy(tail + (L->strtab_off - L->abbrev_off) + 1, _PyPerfLines_CU_NAME,
+           sizeof(_PyPerfLines_CU_NAME));
 }
 
 /* The bytes of .strtab (at file offset `off`, `size` bytes) to allocate
@@ -1113,8 +653,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
         goto fail;
     }
     PyMem_RawFree(img);
-    install_crash_handlers();
-    set_crash_file(elf->fd, st.st_dev, st.st_ino);
+    _PyPerfSeal_AtCrash(elf->fd, st.st_dev, st.st_ino);
     elf->dev = st.st_dev;
     elf->ino = st.st_ino;
     elf->slot_size = slot_size;
@@ -1122,8 +661,8 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
     elf->tables_len = (size_t)(L.file_size - L.tables_off);
     elf->tables_off = L.tables_off;
     elf->symtab_off = (size_t)(L.symtab_off - L.tables_off);
-    elf->files_off = (size_t)(L.abbrev_off + L.at.files - L.tables_off);
-    elf->rows_off = (size_t)(L.abbrev_off + L.at.rows - L.tables_off);
+    elf->debug_off = (size_t)(L.abbrev_off - L.tables_off);
+    elf->lines = L.at;
     elf->strtab_off = (size_t)(L.strtab_off - L.tables_off);
     elf->strtab_size = (size_t)L.strtab_size;
     elf->strtab_used = STRTAB_INIT_SIZE;
@@ -1157,7 +696,7 @@ still_ours(_PyPerfElf *elf)
 int
 _PyPerfElf_Reserve(_PyPerfElf *elf)
 {
-    if (crash_sealed == elf->fd) {
+    if (_PyPerfSeal_SealedAtCrash(elf->fd)) {
         /* (sealed at a fault that the process survived) */
         errno = EPERM;
         return -1;
@@ -1209,16 +748,8 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
     unsigned char *t = elf->tables;
     memcpy(t + elf->strtab_off + name_off, name, len);
     elf->strtab_used = name_off + len;
-    unsigned char file[4], line[ROW_LINE_SIZE];
-    _PyPerfBytes fw = {file, 0, sizeof(file)};
-    _PyPerfBytes_U32(&fw, (uint32_t)(name_off + file_at));
-    _PyPerfBytes lw = {line, 0, sizeof(line)};
-    put_line(&lw, code->co_firstlineno > 0 ? code->co_firstlineno : 0);
-    assert(fw.n == sizeof(file) && lw.n == sizeof(line));
-    memcpy(t + elf->rows_off + rows_at(i) + 1 + uleb_size(i + 1), line,
-           sizeof(line));
-    memcpy(t + elf->files_off + (i + 1) * FILE_ENTRY_SIZE, file,
-           sizeof(file));
+    _PyPerfLines_Name(t + elf->debug_off, &elf->lines, i,
+                      code->co_firstlineno, (uint32_t)(name_off + file_at));
     Elf64_Sym *sym = (Elf64_Sym *)(t + elf->symtab_off
                                    + (i + 1) * sizeof(Elf64_Sym));
     sym->st_value = TEXT_OFF + (uint64_t)i * elf->slot_size;
@@ -1244,15 +775,13 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
     if (name != NULL) {
         memset(name, 0, sizeof(*name));
     }
-    if (crash_sealed == elf->fd) {
-        crash_sealed = -1;
-    }
+    int fd = elf->fd;
     if (still_ours(elf)) {
-        seal(elf->fd);
-        /* (after the seal: a crash in between seals it too) */
-        if (crash_fd == elf->fd) {
-            set_crash_file(-1, 0, 0);
-        }
+        _PyPerfSeal_Seal(elf->fd);
+    }
+    /* (after the seal: a crash in between seals it too) */
+    _PyPerfSeal_Forget(fd);
+    if (elf->fd >= 0) {
         struct stat st;
         if (name != NULL && fstat(elf->fd, &st) == 0) {
             memcpy(name->path, elf->path, sizeof(name->path));
@@ -1262,122 +791,8 @@ _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
         }
         close(elf->fd);
     }
-    if (crash_fd == elf->fd) {
-        set_crash_file(-1, 0, 0);
-    }
     PyMem_RawFree(elf);
     return kept;
-}
-
-/* ---- Replaced files ------------------------------------------------------
-
-   A file whose arena's addresses took a new file is mapped no more: only
-   readers after the fact need it (perf report of a recording made while
-   it was mapped, without a copy in perf's build-id cache).  They are
-   kept, oldest first out, up to the limit (-X perf_tmp_limit,
-   PYTHON_PERF_TMP_LIMIT), so that a process that makes functions for
-   months keeps /tmp bounded.  A fork() child leaves its parent's alone.
-
-   The files whose slots the map names are never replaced (the map has no
-   times) and count toward the limit first: the map names the slots of a
-   new file only while those files take less than a quarter of the limit,
-   so that with the map too the files of dead functions stay bounded, and
-   the rest keeps replaced files for reports made afterwards.  (The
-   arena layer asks, and tells the bytes of such a file once it is
-   closed.) */
-
-static int64_t tmp_limit = 64 * 1024 * 1024;
-static uint64_t named_for_good_bytes;
-
-static struct {
-    _PyPerfElfName *items;        /* a ring: `n` from `head` */
-    size_t head;
-    size_t n;
-    size_t cap;
-    uint64_t bytes;
-} replaced;
-
-void
-_PyPerfElf_SetTmpLimit(int64_t limit)
-{
-    tmp_limit = limit;
-}
-
-/* Remove `f` if its name is still this process's file. */
-static void
-remove_replaced(const _PyPerfElfName *f)
-{
-    struct stat st;
-    if (lstat(f->path, &st) == 0 && st.st_dev == f->dev
-        && st.st_ino == f->ino)
-    {
-        (void)unlink(f->path);
-    }
-}
-
-/* Remove the oldest replaced files while they and the files the map
-   names take more than the limit. */
-static void
-trim_replaced(void)
-{
-    while (tmp_limit >= 0 && replaced.n > 0
-           && replaced.bytes + named_for_good_bytes > (uint64_t)tmp_limit)
-    {
-        _PyPerfElfName *oldest = &replaced.items[replaced.head];
-        remove_replaced(oldest);
-        replaced.bytes -= oldest->bytes;
-        replaced.head = (replaced.head + 1) % replaced.cap;
-        replaced.n--;
-    }
-}
-
-void
-_PyPerfElf_Replaced(const _PyPerfElfName *name)
-{
-    if (name->path[0] == '\0' || tmp_limit < 0) {
-        /* (no limit: nothing is ever removed, nothing to keep) */
-        return;
-    }
-    int saved = errno;
-    if (replaced.n == replaced.cap) {
-        size_t cap = replaced.cap ? replaced.cap * 2 : 16;
-        _PyPerfElfName *items = PyMem_RawMalloc(cap * sizeof(*items));
-        if (items == NULL) {
-            /* (nowhere to keep it: it goes now, if files go at all) */
-            if (tmp_limit >= 0) {
-                remove_replaced(name);
-            }
-            errno = saved;
-            return;
-        }
-        for (size_t k = 0; k < replaced.n; k++) {
-            items[k] = replaced.items[(replaced.head + k) % replaced.cap];
-        }
-        PyMem_RawFree(replaced.items);
-        replaced.items = items;
-        replaced.head = 0;
-        replaced.cap = cap;
-    }
-    replaced.items[(replaced.head + replaced.n) % replaced.cap] = *name;
-    replaced.n++;
-    replaced.bytes += name->bytes;
-    trim_replaced();
-    errno = saved;
-}
-
-int
-_PyPerfElf_MayNameForGood(void)
-{
-    return tmp_limit < 0 || named_for_good_bytes < (uint64_t)tmp_limit / 4;
-}
-
-void
-_PyPerfElf_NamedForGood(uint64_t bytes)
-{
-    int saved = errno;
-    named_for_good_bytes += bytes;
-    trim_replaced();
-    errno = saved;
 }
 
 size_t
@@ -1400,9 +815,7 @@ _PyPerfElf_Drop(_PyPerfElf *elf)
     /* A fork() child handler: no allocator call (tracemalloc's lock may
        be held by a thread that does not exist in the child); the few bytes
        of the record stay.  The parent's file is the parent's to write. */
-    if (crash_fd == elf->fd) {
-        set_crash_file(-1, 0, 0);
-    }
+    _PyPerfSeal_Forget(elf->fd);
     if (elf->tables != NULL) {
         munmap(elf->tables, elf->tables_len);
         elf->tables = NULL;
@@ -1417,14 +830,7 @@ void
 _PyPerfElf_AfterFork(void)
 {
     files_made = 0;
-    /* (the parent's file is the parent's to seal) */
-    set_crash_file(-1, 0, 0);
-    crash_sealed = -1;
-    /* (no allocator call in a fork() child's handler: the ring stays) */
-    replaced.head = 0;
-    replaced.n = 0;
-    replaced.bytes = 0;
-    named_for_good_bytes = 0;
+    _PyPerfSeal_AfterFork();
 }
 
 #elif defined(PY_HAVE_PERF_TRAMPOLINE)
@@ -1465,27 +871,6 @@ _PyPerfElf_Close(_PyPerfElf *Py_UNUSED(elf), int Py_UNUSED(keep_range),
         name->path[0] = '\0';
     }
     return 0;
-}
-
-void
-_PyPerfElf_Replaced(const _PyPerfElfName *Py_UNUSED(name))
-{
-}
-
-void
-_PyPerfElf_SetTmpLimit(int64_t Py_UNUSED(limit))
-{
-}
-
-int
-_PyPerfElf_MayNameForGood(void)
-{
-    return 1;
-}
-
-void
-_PyPerfElf_NamedForGood(uint64_t Py_UNUSED(bytes))
-{
 }
 
 size_t

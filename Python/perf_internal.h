@@ -33,6 +33,9 @@
    test shows what another thread (or the hook itself) may do there.
    Never set outside tests; none is on the call path. */
 extern void (*_PyPerf_test_hook)(const char *where);
+/* At start-up: _testinternalcapi finds _PyPerf_test_hook through a
+   capsule in the interpreter's dict (_PyPerfTrampoline_TEST_HOOK). */
+extern void _PyPerf_PublishTestHook(void);
 #define TEST_POINT(where) \
     do { \
         if (_PyPerf_test_hook != NULL) { \
@@ -82,7 +85,7 @@ typedef struct {
 extern const _PyPerfBackend _PyPerf_MapBackend;
 extern const _PyPerfBackend _PyPerf_JitDumpBackend;
 
-/* ---- Bytes of DWARF and ELF tables (Python/perf_unwind.c, perf_elf.c) --
+/* ---- Bytes of DWARF and ELF tables (Python/perf_unwind.c and others) --
 
    Bytes go to p[n], n counting each one; one that would end past `cap`
    is counted but not stored, so that a writer with cap 0 measures what
@@ -261,17 +264,6 @@ extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
    _PyPerfElf_Replaced() needs later. */
 extern int _PyPerfElf_Close(_PyPerfElf *elf, int keep_range,
                             _PyPerfElfName *name);
-/* The closed file `name` is mapped no more (a new file took its arena's
-   addresses): it joins the replaced files, the oldest of which are
-   removed while they take more than the limit. */
-extern void _PyPerfElf_Replaced(const _PyPerfElfName *name);
-/* The bytes replaced files may keep in /tmp (-1: no limit). */
-extern void _PyPerfElf_SetTmpLimit(int64_t limit);
-/* May a record without a time name the slots of one more arena file?
-   Such files are never replaced and count toward the limit first. */
-extern int _PyPerfElf_MayNameForGood(void);
-/* A closed file of `bytes` whose slots such records name. */
-extern void _PyPerfElf_NamedForGood(uint64_t bytes);
 /* Let go of a file inherited through fork(), the parent's to seal,
    without freeing anything. */
 extern void _PyPerfElf_Drop(_PyPerfElf *elf);
@@ -290,6 +282,88 @@ extern void _PyPerfElf_AfterFork(void);
    caller sets where the headers are. */
 extern void _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
                               unsigned int shstrndx);
+
+/* ---- Source lines of arena files (Python/perf_lines.c) ----------------
+
+   The DWARF 5 sections that give each slot its function's file and first
+   line: .debug_abbrev, .debug_info, .debug_aranges and .debug_line, one
+   after another.  The line table names files by offsets into
+   .debug_line_str, which the arena file makes the same bytes as its
+   .strtab. */
+
+/* The compile unit's name: the line table's file 0, and every slot's
+   until it is named; the arena file puts it at offset 1 of
+   .debug_line_str. */
+#define _PyPerfLines_CU_NAME "py-perf-trampolines"
+/* Arenas have fewer slots than this (their last file entry's index fits
+   in three bytes of ULEB128). */
+#define _PyPerfLines_MAX_SLOTS ((size_t)1 << 21)
+
+/* Where the sections start, and the fields that naming a slot rewrites:
+   offsets from the start of .debug_abbrev. */
+typedef struct {
+    size_t info, aranges, line;
+    size_t files;                 /* .debug_line's file entry 0 */
+    size_t rows;                  /* slot 0's rows */
+    size_t end;
+} _PyPerfLinesLayout;
+
+/* The sections for `nslots` slots `slot_size` (at most 65535) bytes apart
+   from address `text_addr`, none named yet; a writer with cap 0 lays them
+   out. */
+extern void _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots,
+                             size_t slot_size, uint64_t text_addr,
+                             _PyPerfLinesLayout *at);
+/* Name slot `i` in the sections at `debug`, laid out as `at`: its `line`
+   (0 or less: none) in the file named by the string at `file_str` of
+   .debug_line_str.  Stores only, the line first. */
+extern void _PyPerfLines_Name(unsigned char *debug,
+                              const _PyPerfLinesLayout *at, size_t i,
+                              int64_t line, uint32_t file_str);
+
+/* ---- Sealing arena files (Python/perf_seal.c) ---------------------------
+
+   An arena file's note is no reader's build-id until the file is sealed,
+   when its names are final: then it is a GNU build-id, for good. */
+
+/* Where the note is in an arena file (after the ELF header and three
+   program headers), and its size (a 20-byte build-id). */
+#define _PyPerfSeal_NOTE_OFF 232
+#define _PyPerfSeal_NOTE_SIZE 36
+
+/* The note of a new file, not sealed, with a new random build-id. */
+extern void _PyPerfSeal_PutNote(unsigned char *note);
+/* Seal the file open as `fd`: one pwrite(). */
+extern void _PyPerfSeal_Seal(int fd);
+/* `fd`, the file `dev`, `ino`, takes names now: a fatal signal seals it
+   first (the handlers are installed at the first call). */
+extern void _PyPerfSeal_AtCrash(int fd, dev_t dev, ino_t ino);
+/* `fd` takes no more names (closed, or let go by a fork() child). */
+extern void _PyPerfSeal_Forget(int fd);
+/* Was `fd` sealed at a fault that the process survived?  It then takes
+   no more names. */
+extern int _PyPerfSeal_SealedAtCrash(int fd);
+/* In the child of fork(): the parent's file is the parent's to seal. */
+extern void _PyPerfSeal_AfterFork(void);
+
+/* ---- Arena files kept after their arenas (Python/perf_kept.c) ----------
+
+   A file whose arena's addresses took a new file is mapped no more; it is
+   kept for reports made afterwards, within /tmp's limit. */
+
+/* The closed file `name` is mapped no more (a new file took its arena's
+   addresses): it joins the replaced files, the oldest of which are
+   removed while they take more than the limit. */
+extern void _PyPerfKept_Replaced(const _PyPerfElfName *name);
+/* The bytes replaced files may keep in /tmp (-1: no limit). */
+extern void _PyPerfKept_SetLimit(int64_t limit);
+/* May a record without a time name the slots of one more arena file?
+   Such files are never replaced and count toward the limit first. */
+extern int _PyPerfKept_MayNameForGood(void);
+/* A closed file of `bytes` whose slots such records name. */
+extern void _PyPerfKept_NamedForGood(uint64_t bytes);
+/* In the child of fork(): the parent's files are the parent's. */
+extern void _PyPerfKept_AfterFork(void);
 
 /* ---- Arenas described to debuggers (Python/perf_debugger.c) ----------
 

@@ -90,6 +90,11 @@
  *     perf_jit_trampoline.c  of the jitdump
  *     perf_arena.c         executable memory, slots
  *     perf_elf.c           arenas as ELF files that perf reads by itself
+ *     perf_lines.c         their DWARF line tables
+ *     perf_seal.c          their build-ids, sealed when the names are
+ *                          final (at a crash too)
+ *     perf_kept.c          the files of dead arenas kept in /tmp, within
+ *                          a limit
  *     perf_debugger.c      arenas described to gdb and lldb (GDB's JIT
  *                          interface), live and in core files
  *     perf_unwind.c        the template's unwind table (.eh_frame), for
@@ -121,9 +126,9 @@
  * file at the two points where state changes hands.  In the child of
  * fork(): atfork_child() here (in the fork() call itself: descriptors
  * and mappings of the parent's files, down through
- * _PyPerfArena_MarkInherited() and _PyPerfElf_AfterFork()), then
- * _PyPerfTrampoline_AfterForkChild() (the new generation of records, the
- * files of the child's own).  At finalization: _PyPerfTrampoline_Fini().
+ * _PyPerfArena_MarkInherited() and the AfterFork() functions it calls),
+ * then _PyPerfTrampoline_AfterForkChild() (the new generation of records,
+ * the files of the child's own).  At finalization: _PyPerfTrampoline_Fini().
  * perf_live.c hears of a fork through the observer (_PyPerf_FORKED,
  * also where trampolines are not built).  The at-fork handlers are
  * registered when a backend first opens a file: a process that never

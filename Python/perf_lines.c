@@ -1,0 +1,265 @@
+/*
+ * cpython-perf: the source line of each slot of an arena file, in DWARF.
+ *
+ * Why
+ * ---
+ * perf (through binutils' addr2line) and hotspot (through elfutils) read a
+ * source line for an address from DWARF's line table, so each slot of an
+ * arena file (Python/perf_elf.c) gets its function's
+ * co_filename:co_firstlineno there.  The sections are DWARF 5, the version
+ * whose file table names its files by offsets into a string section:
+ * .debug_abbrev, .debug_info and .debug_aranges (one compile unit over
+ * .text, for the readers that look an address up in one or the other),
+ * and .debug_line, one after another.
+ *
+ * Written once, named in place
+ * ----------------------------
+ * Everything but two fields is written when the arena is made: file entry
+ * i + 1 of the table is slot i's, and one sequence over .text has one row
+ * per slot (set the file, advance the line, emit the row, advance the line
+ * back to 1, advance the address by one slot), with line 0 (no source)
+ * and the compile unit's name as file until the slot is handed out (a
+ * file entry naming the empty string crashes gdb).  Each line advance is
+ * a signed LEB128 padded to 5 bytes, so naming a slot rewrites it in
+ * place, and the file entry is 4 bytes: an offset into .debug_line_str.
+ * The arena file makes that section the same bytes as its .strtab: the
+ * file name is the end of the slot's symbol name "py::QUALNAME:FILENAME",
+ * NUL included, so it costs no byte.
+ *
+ * This file knows DWARF and nothing of ELF: Python/perf_elf.c calls it
+ * and places the sections.
+ */
+
+#include "Python.h"
+#include "perf_internal.h"
+
+#if defined(PY_HAVE_PERF_TRAMPOLINE) && SIZEOF_VOID_P == 8
+
+/* The DWARF 5 codes used here (its standard's numbers). */
+enum {
+    TAG_compile_unit = 0x11, UT_compile = 0x01,
+    AT_name = 0x03, AT_stmt_list = 0x10, AT_low_pc = 0x11,
+    AT_high_pc = 0x12, AT_comp_dir = 0x1b,
+    FORM_addr = 0x01, FORM_data8 = 0x07, FORM_string = 0x08,
+    FORM_udata = 0x0f, FORM_sec_offset = 0x17, FORM_line_strp = 0x1f,
+    LNS_copy = 1, LNS_advance_line = 3, LNS_set_file = 4,
+    LNS_fixed_advance_pc = 9, LNE_end_sequence = 1, LNE_set_address = 2,
+    LINE_OPCODE_BASE = 13, LNCT_path = 1, LNCT_directory_index = 2,
+};
+
+#define CU_NAME _PyPerfLines_CU_NAME
+/* Where the arena file puts CU_NAME in .debug_line_str (after the empty
+   string that .strtab opens with). */
+#define CU_NAME_STR 1
+
+/* .debug_abbrev: abbreviation 1, a compile unit without children, with
+   its name and directory (strings), its line program (at offset 0 of
+   .debug_line), its address range (.text's start and size). */
+static const unsigned char debug_abbrev[] = {
+    1, TAG_compile_unit, 0 /* no children */,
+    AT_name, FORM_string, AT_comp_dir, FORM_string,
+    AT_stmt_list, FORM_sec_offset, AT_low_pc, FORM_addr,
+    AT_high_pc, FORM_data8, 0, 0,
+    0 /* end of the abbreviations */
+};
+static const unsigned char standard_opcode_lengths[LINE_OPCODE_BASE - 1] = {
+    0, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0, 1};
+/* A slot's line: advance_line(line - 1), copy (the row), then
+   advance_line(1 - line) back to 1 for the next slot, each advance a
+   signed LEB128 of 5 bytes, so that it is rewritten in place. */
+#define ROW_LINE_SIZE 13
+/* The bytes of a file entry: DW_FORM_line_strp (4), directory 0 (1). */
+#define FILE_ENTRY_SIZE 5
+
+static size_t
+uleb_size(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+/* `v` (|v| < 2**34) as a signed LEB128 of exactly 5 bytes. */
+static void
+store_sleb5(unsigned char *p, int64_t v)
+{
+    for (int k = 0; k < 4; k++) {
+        p[k] = 0x80 | (unsigned char)(((uint64_t)v >> (7 * k)) & 0x7f);
+    }
+    p[4] = (unsigned char)(((uint64_t)v >> 28) & 0x7f);
+}
+
+/* A slot's line, the block that naming it rewrites in place (composed
+   whole: it is written for every new function). */
+static void
+put_line(_PyPerfBytes *w, int64_t line)
+{
+    unsigned char b[ROW_LINE_SIZE];
+    b[0] = LNS_advance_line;
+    store_sleb5(b + 1, line - 1);
+    b[6] = LNS_copy;
+    b[7] = LNS_advance_line;
+    store_sleb5(b + 8, 1 - line);
+    _PyPerfBytes_Put(w, b, sizeof(b));
+}
+
+/* Offset of slot i's rows from slot 0's.  Slot j's are set_file(j + 1)
+   (1 + uleb_size(j + 1) bytes), its line, fixed_advance_pc (3 bytes);
+   the ULEB128 sizes of 1 .. i add up to i, plus one for each number from
+   128, one more for each from 16384. */
+static uint64_t
+rows_at(size_t i)
+{
+    uint64_t n = (uint64_t)i;
+    uint64_t uleb = n + (n > 127 ? n - 127 : 0) + (n > 16383 ? n - 16383 : 0);
+    return n * (1 + ROW_LINE_SIZE + 3) + uleb;
+}
+
+/* .debug_info: one compile unit over .text. */
+static void
+put_debug_info(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
+{
+    size_t unit = _PyPerfBytes_BeginUnit(w);
+    _PyPerfBytes_U16(w, 5);                     /* version */
+    _PyPerfBytes_U8(w, UT_compile);
+    _PyPerfBytes_U8(w, 8);                      /* address size */
+    _PyPerfBytes_U32(w, 0);                     /* .debug_abbrev offset */
+    _PyPerfBytes_U8(w, 1);                      /* abbreviation 1 */
+    _PyPerfBytes_Put(w, CU_NAME, sizeof(CU_NAME));
+    _PyPerfBytes_Put(w, ".", 2);                /* DW_AT_comp_dir */
+    _PyPerfBytes_U32(w, 0);                     /* DW_AT_stmt_list */
+    _PyPerfBytes_U64(w, text_addr);
+    _PyPerfBytes_U64(w, text_size);
+    _PyPerfBytes_EndUnit(w, unit);
+}
+
+/* .debug_aranges: the compile unit's one range, for readers that look an
+   address up there (elfutils) rather than in the unit itself. */
+static void
+put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
+{
+    size_t unit = _PyPerfBytes_BeginUnit(w);
+    _PyPerfBytes_U16(w, 2);                     /* version */
+    _PyPerfBytes_U32(w, 0);                     /* .debug_info offset */
+    _PyPerfBytes_U8(w, 8);                      /* address size */
+    _PyPerfBytes_U8(w, 0);                      /* segment selector size */
+    _PyPerfBytes_U32(w, 0);                     /* (to 16 bytes) */
+    _PyPerfBytes_U64(w, text_addr);
+    _PyPerfBytes_U64(w, text_size);
+    _PyPerfBytes_U64(w, 0);                     /* the terminating pair */
+    _PyPerfBytes_U64(w, 0);
+    _PyPerfBytes_EndUnit(w, unit);
+}
+
+/* .debug_line: a header whose file entry i + 1 is slot i's file (CU_NAME
+   until it is handed out), and one sequence over .text with a row
+   per slot (line 0, no source, until it is handed out). */
+static void
+put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+               uint64_t text_addr, _PyPerfLinesLayout *at)
+{
+    size_t unit = _PyPerfBytes_BeginUnit(w);
+    _PyPerfBytes_U16(w, 5);                     /* version */
+    _PyPerfBytes_U8(w, 8);                      /* address size */
+    _PyPerfBytes_U8(w, 0);                      /* segment selector size */
+    size_t header_length = w->n;
+    _PyPerfBytes_U32(w, 0);                     /* patched */
+    _PyPerfBytes_U8(w, 1);          /* minimum instruction length */
+    _PyPerfBytes_U8(w, 1);          /* maximum operations per instruction */
+    _PyPerfBytes_U8(w, 1);                      /* default_is_stmt */
+    _PyPerfBytes_U8(w, (unsigned char)-5);      /* line_base */
+    _PyPerfBytes_U8(w, 14);                     /* line_range */
+    _PyPerfBytes_U8(w, LINE_OPCODE_BASE);
+    _PyPerfBytes_Put(w, standard_opcode_lengths,
+                     sizeof(standard_opcode_lengths));
+    _PyPerfBytes_U8(w, 1);                      /* directory entry format */
+    _PyPerfBytes_U8(w, LNCT_path);
+    _PyPerfBytes_U8(w, FORM_string);
+    /* One directory, ".", which DW_AT_comp_dir names too: a relative
+       file name is relative to the process's working directory, which
+       is not known.  Without them elfutils printed "/<string>" (an empty
+       directory) or "(null)./<string>", where binutils and LLVM printed
+       "./<string>"; now all three print "././<string>", and gdb
+       "./<string>". */
+    _PyPerfBytes_U8(w, 1);
+    _PyPerfBytes_Put(w, ".", 2);
+    _PyPerfBytes_U8(w, 2);                      /* file entry format */
+    _PyPerfBytes_U8(w, LNCT_path);
+    _PyPerfBytes_U8(w, FORM_line_strp);
+    _PyPerfBytes_U8(w, LNCT_directory_index);
+    _PyPerfBytes_U8(w, FORM_udata);
+    _PyPerfBytes_Uleb(w, nslots + 1);
+    at->files = w->n;
+    _PyPerfBytes_U32(w, CU_NAME_STR);           /* file 0 */
+    _PyPerfBytes_U8(w, 0);                      /* in directory 0 */
+    /* the slots' files: CU_NAME too until named (gdb crashes on a file
+       entry that names the empty string), in directory 0 */
+    for (size_t i = 0; i < nslots; i++) {
+        _PyPerfBytes_U32(w, CU_NAME_STR);
+        _PyPerfBytes_U8(w, 0);
+    }
+    _PyPerfBytes_Patch32(w, header_length,
+                         (uint32_t)(w->n - (header_length + 4)));
+    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_set_address */
+    _PyPerfBytes_U8(w, 9);
+    _PyPerfBytes_U8(w, LNE_set_address);
+    _PyPerfBytes_U64(w, text_addr);
+    /* A slot's rows: set_file(i + 1), then the same bytes for every
+       slot: its line (0 until it is handed out) and the advance to the
+       next slot. */
+    unsigned char same[ROW_LINE_SIZE + 3];
+    _PyPerfBytes t = {same, 0, sizeof(same)};
+    put_line(&t, 0);
+    _PyPerfBytes_U8(&t, LNS_fixed_advance_pc);
+    _PyPerfBytes_U16(&t, (uint16_t)slot_size);
+    assert(t.n == sizeof(same));
+    at->rows = w->n;
+    for (size_t i = 0; i < nslots; i++) {
+        assert(w->n == at->rows + rows_at(i));
+        _PyPerfBytes_U8(w, LNS_set_file);
+        _PyPerfBytes_Uleb(w, i + 1);
+        _PyPerfBytes_Put(w, same, sizeof(same));
+    }
+    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
+    _PyPerfBytes_U8(w, 1);
+    _PyPerfBytes_U8(w, LNE_end_sequence);
+    _PyPerfBytes_EndUnit(w, unit);
+}
+
+void
+_PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+                 uint64_t text_addr, _PyPerfLinesLayout *at)
+{
+    assert(nslots < _PyPerfLines_MAX_SLOTS && slot_size <= UINT16_MAX);
+    uint64_t text_size = (uint64_t)nslots * slot_size;
+    _PyPerfBytes_Put(w, debug_abbrev, sizeof(debug_abbrev));
+    at->info = w->n;
+    put_debug_info(w, text_addr, text_size);
+    at->aranges = w->n;
+    put_debug_aranges(w, text_addr, text_size);
+    at->line = w->n;
+    put_debug_line(w, nslots, slot_size, text_addr, at);
+    at->end = w->n;
+}
+
+void
+_PyPerfLines_Name(unsigned char *debug, const _PyPerfLinesLayout *at,
+                  size_t i, int64_t line, uint32_t file_str)
+{
+    unsigned char file[4], row[ROW_LINE_SIZE];
+    _PyPerfBytes fw = {file, 0, sizeof(file)};
+    _PyPerfBytes_U32(&fw, file_str);
+    _PyPerfBytes lw = {row, 0, sizeof(row)};
+    put_line(&lw, line > 0 ? line : 0);
+    assert(fw.n == sizeof(file) && lw.n == sizeof(row));
+    /* (the row's line after its set_file, then the file entry) */
+    memcpy(debug + at->rows + rows_at(i) + 1 + uleb_size(i + 1), row,
+           sizeof(row));
+    memcpy(debug + at->files + (i + 1) * FILE_ENTRY_SIZE, file,
+           sizeof(file));
+}
+
+#endif /* PY_HAVE_PERF_TRAMPOLINE && SIZEOF_VOID_P == 8 */
