@@ -388,6 +388,7 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     set_tmp_limit(config);
     _PyPerf_AllowActivation();
+    _PyPerf_PublishTestHook();
 #endif
     /* Live activation (Python/perf_live.c): ready from here on, before
        -X perf activates, so that its block already says so. */

@@ -90,9 +90,19 @@ pthread_mutex_t _PyPerf_files_lock = PTHREAD_MUTEX_INITIALIZER;
 void (*_PyPerf_test_hook)(const char *where);
 
 void
-_PyPerfTrampoline_SetTestHook(void (*hook)(const char *where))
+_PyPerf_PublishTestHook(void)
 {
-    _PyPerf_test_hook = hook;
+    PyObject *dict = PyInterpreterState_GetDict(PyInterpreterState_Get());
+    PyObject *capsule = PyCapsule_New(&_PyPerf_test_hook,
+                                      _PyPerfTrampoline_TEST_HOOK, NULL);
+    if (dict == NULL || capsule == NULL
+        || PyDict_SetItemString(dict, _PyPerfTrampoline_TEST_HOOK,
+                                capsule) < 0)
+    {
+        /* (no memory: the tests that need it fail, nothing else does) */
+        PyErr_Clear();
+    }
+    Py_XDECREF(capsule);
 }
 
 _PyPerfFile *
@@ -576,14 +586,6 @@ _PyPerfFile_Warn(const _PyPerfFile *file, const char *what,
     _PyPerf_Warn("perf trampoline: cannot %s%s%s%s: %s; the %s backend is "
                  "off and perf will not name Python functions",
                  what, space, path, detail, strerror(saved), backend);
-}
-
-#else /* !PY_HAVE_PERF_TRAMPOLINE */
-
-void
-_PyPerfTrampoline_SetTestHook(void (*hook)(const char *))
-{
-    (void)hook;
 }
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE */

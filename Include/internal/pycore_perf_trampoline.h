@@ -278,11 +278,14 @@ extern PERF_TRAMPOLINE_HIDDEN void _PyPerfLive_Serve(PyThreadState *tstate);
 /* sys.activate_stack_trampoline() and friends, added to the sys module. */
 extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 
-/* Tests only (_testinternalcapi): call `hook` with the name of each test
-   point of the subsystem (TEST_POINT() in Python/perf_internal.h) that a
-   thread reaches (NULL: none). */
-PyAPI_FUNC(void) _PyPerfTrampoline_SetTestHook(
-    void (*hook)(const char *where));
+/* Tests only (_testinternalcapi): the key, in the interpreter's dict
+   (PyInterpreterState_GetDict()), of a capsule of this name that points to
+   the subsystem's test hook, a `void (*)(const char *where)` called with
+   the name of each test point (TEST_POINT() in Python/perf_internal.h)
+   that a thread reaches (NULL: none).  A capsule rather than an exported
+   function: no dynamic symbol of the interpreter or of libpython is there
+   for tests only.  Absent where there are no trampolines. */
+#define _PyPerfTrampoline_TEST_HOOK "cpython-perf.test_hook"
 
 #ifdef __cplusplus
 }

@@ -740,3 +740,43 @@ class ForkTests(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# What the subsystem adds to the dynamic symbol table of the interpreter
+# (or of libpython): the C API, the evaluator that stacks of stripped
+# binaries name, and the live block that other processes find by name.
+# Nothing for tests alone (they reach the test hook through a capsule).
+EXPORTED = {
+    "PyUnstable_CopyPerfMapFile", "PyUnstable_PerfMapState_Fini",
+    "PyUnstable_PerfMapState_Init", "PyUnstable_PerfTrampoline_CompileCode",
+    "PyUnstable_PerfTrampoline_SetPersistAfterFork",
+    "PyUnstable_WritePerfMapEntry", "_PyPerfTrampoline_EvalFrame",
+    "_PyPerf_Live",
+}
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "perf trampoline not supported")
+class ExportedSymbolsTests(unittest.TestCase):
+
+    def test_dynamic_symbols(self):
+        if shutil.which("eu-readelf") is None:
+            self.skipTest("eu-readelf (elfutils) is not installed")
+        path = sys.executable
+        if sysconfig.get_config_var("Py_ENABLE_SHARED"):
+            # (run in place, the library is beside the interpreter)
+            where = (os.path.dirname(sys.executable)
+                     if sysconfig.is_python_build()
+                     else sysconfig.get_config_var("LIBDIR"))
+            path = os.path.join(where, sysconfig.get_config_var("INSTSONAME"))
+        out = subprocess.run(["eu-readelf", "--dyn-syms", "-W", path],
+                             capture_output=True, text=True, check=True)
+        names = set()
+        for line in out.stdout.splitlines():
+            fields = line.split()
+            # Num: Value Size Type Bind Vis Ndx Name
+            if len(fields) >= 8 and fields[6] != "UNDEF":
+                names.add(fields[7].split("@")[0])
+        ours = {n for n in names
+                if re.match(r"_?Py(Unstable_\w*)?Perf|__jit_debug", n)}
+        self.assertEqual(ours, EXPORTED)
+        self.assertIn("PyObject_Call", names)    # (the table was read)
