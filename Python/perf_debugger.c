@@ -78,7 +78,7 @@
  * mapped in it too.
  *
  * This file calls the unwind table (Python/perf_unwind.c) and the ELF
- * header writer of the arena files (Python/perf_elf.c);
+ * header writer of the arena files (Python/perf_elf_image.c);
  * Python/perf_arena.c calls it.
  */
 

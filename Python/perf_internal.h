@@ -277,12 +277,6 @@ extern size_t _PyPerfElf_RangeSize(const _PyPerfElf *elf);
    pid). */
 extern void _PyPerfElf_AfterFork(void);
 
-/* The ELF header of a 64-bit object of this machine: `type` (ET_DYN,
-   ET_REL), `shnum` section headers, names in section `shstrndx`; the
-   caller sets where the headers are. */
-extern void _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
-                              unsigned int shstrndx);
-
 /* ---- Source lines of arena files (Python/perf_lines.c) ----------------
 
    The DWARF 5 sections that give each slot its function's file and first
@@ -345,6 +339,57 @@ extern void _PyPerfSeal_Forget(int fd);
 extern int _PyPerfSeal_SealedAtCrash(int fd);
 /* In the child of fork(): the parent's file is the parent's to seal. */
 extern void _PyPerfSeal_AfterFork(void);
+
+/* ---- The bytes of an arena file (Python/perf_elf_image.c) --------------
+
+   Where each part of an arena file goes, as file offsets, which are
+   addresses too (vaddr == offset), and what it holds when made. */
+typedef struct {
+    size_t nslots;
+    size_t slot_size;
+    uint64_t page;
+    uint64_t text_off, text_size;     /* .text: the slots */
+    uint64_t eh_off, eh_size;         /* .eh_frame */
+    uint64_t hdr_off, hdr_size;       /* .eh_frame_hdr */
+    uint64_t mapped_end;              /* of the code's part (PT_LOAD) */
+    uint64_t map_len;                 /* of its mapping, whole pages */
+    uint64_t tables_off;              /* .symtab, first of the tables */
+    uint64_t symtab_off, symtab_size;
+    uint64_t abbrev_off;              /* the debug sections, from here */
+    _PyPerfLinesLayout at;            /* ... at these offsets from it */
+    uint64_t shstrtab_off;
+    uint64_t shdr_off;                /* the section headers */
+    uint64_t strtab_off, strtab_size;
+    uint64_t strtab_init;             /* .strtab's bytes written when made */
+    uint64_t tail_size;               /* the bytes from abbrev_off to the
+                                         end of those */
+    uint64_t file_size;
+} _PyPerfElfLayout;
+
+/* The layout of a file of `nslots` slots `slot_size` apart.  0, or -1,
+   errno and *what (for a warning). */
+extern int _PyPerfElfImage_Plan(size_t nslots, size_t slot_size,
+                                _PyPerfElfLayout *L, const char **what);
+/* The code's part, [0, mapped_end), into `img`: the ELF header, the
+   program headers, the note (not sealed), .text, .eh_frame,
+   .eh_frame_hdr.  0, or -1 and errno. */
+extern int _PyPerfElfImage_PutCode(unsigned char *img,
+                                   const _PyPerfElfLayout *L);
+/* What is written of the tables (tail_size bytes from abbrev_off) into
+   `tail`: the debug sections, .shstrtab, the section headers, .strtab's
+   first strings.  .symtab and the rest of .strtab are zeros, a hole. */
+extern void _PyPerfElfImage_PutTail(unsigned char *tail,
+                                    const _PyPerfElfLayout *L);
+/* Store slot `i`'s symbol into .symtab at `symtab` (slots `slot_size`
+   apart), its name at `name_off` of .strtab: its value and size, then its
+   first word in one store. */
+extern void _PyPerfElfImage_Name(unsigned char *symtab, size_t i,
+                                 size_t slot_size, uint32_t name_off);
+/* The ELF header of a 64-bit object of this machine: `type` (ET_DYN,
+   ET_REL), `shnum` section headers, names in section `shstrndx`; the
+   caller sets where the headers are. */
+extern void _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
+                              unsigned int shstrndx);
 
 /* ---- Arena files kept after their arenas (Python/perf_kept.c) ----------
 

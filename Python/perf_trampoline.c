@@ -90,6 +90,7 @@
  *     perf_jit_trampoline.c  of the jitdump
  *     perf_arena.c         executable memory, slots
  *     perf_elf.c           arenas as ELF files that perf reads by itself
+ *     perf_elf_image.c     their bytes: layout, headers, symbols
  *     perf_lines.c         their DWARF line tables
  *     perf_seal.c          their build-ids, sealed when the names are
  *                          final (at a crash too)

@@ -48,7 +48,8 @@ new_files_of() {
             echo Python/perf_trampoline.c Python/perf_codes.c \
                  Python/perf_jit_trampoline.c Python/perf_unwind.c \
                  Python/perf_map.c Python/perf_arena.c Python/perf_elf.c \
-                 Python/perf_lines.c Python/perf_seal.c Python/perf_kept.c \
+                 Python/perf_elf_image.c Python/perf_lines.c \
+                 Python/perf_seal.c Python/perf_kept.c \
                  Python/perf_debugger.c \
                  Python/perf_file.c \
                  Python/perf_names.c Python/perf_stack.c Python/perf_api.c \
