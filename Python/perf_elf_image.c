@@ -3,8 +3,7 @@
  *
  * Python/perf_elf.c makes, maps, names and lets go of arena files; this
  * file says where each part of one goes and what it holds when it is made,
- * and stores a slot's symbol.  It writes into buffers and mappings it is
- * given, and makes no system call but sysconf().
+ * and stores a slot's symbol, into buffers and mappings it is given.
  *
  * The layout
  * ----------
@@ -83,7 +82,8 @@ static const Elf64_Word shname[NSECTIONS] = {
 #define NAME_ROOM 256
 /* .strtab opens with the empty string and the line table's compile unit
    name (Python/perf_lines.c). */
-#define STRTAB_INIT_SIZE (1 + sizeof(_PyPerfLines_CU_NAME))
+#define STRTAB_INIT_SIZE \
+    (_PyPerfLines_CU_NAME_STR + sizeof(_PyPerfLines_CU_NAME))
 
 void
 _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
@@ -239,7 +239,7 @@ put_section_headers(Elf64_Shdr *sh, const _PyPerfElfLayout *L)
         .sh_type = SHT_STRTAB, .sh_offset = L->strtab_off,
         .sh_size = L->strtab_size, .sh_addralign = 1};
     /* The same bytes: a file name is the end of its function's symbol
-       name (see "Source lines"). */
+       name (Python/perf_lines.c). */
     sh[SEC_LINE_STR] = sh[SEC_STRTAB];
     sh[SEC_LINE_STR].sh_type = SHT_PROGBITS;
     sh[SEC_LINE_STR].sh_flags = SHF_MERGE | SHF_STRINGS;
@@ -264,8 +264,8 @@ _PyPerfElfImage_PutTail(unsigned char *tail, const _PyPerfElfLayout *L)
            sizeof(shstrtab));
     put_section_headers((Elf64_Shdr *)(tail + (L->shdr_off - L->abbrev_off)),
                         L);
-    memcpy(tail + (L->strtab_off - L->abbrev_off) + 1, _PyPerfLines_CU_NAME,
-           sizeof(_PyPerfLines_CU_NAME));
+    memcpy(tail + (L->strtab_off - L->abbrev_off) + _PyPerfLines_CU_NAME_STR,
+           _PyPerfLines_CU_NAME, sizeof(_PyPerfLines_CU_NAME));
 }
 
 void

@@ -261,7 +261,7 @@ extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
    and with
    `keep_range` the tables' addresses too (no access, no memory), for a
    later file in the same range: whether they are held.  With `name`, what
-   _PyPerfElf_Replaced() needs later. */
+   _PyPerfKept_Replaced() needs later. */
 extern int _PyPerfElf_Close(_PyPerfElf *elf, int keep_range,
                             _PyPerfElfName *name);
 /* Let go of a file inherited through fork(), the parent's to seal,
@@ -286,9 +286,10 @@ extern void _PyPerfElf_AfterFork(void);
    .strtab. */
 
 /* The compile unit's name: the line table's file 0, and every slot's
-   until it is named; the arena file puts it at offset 1 of
-   .debug_line_str. */
+   until it is named.  The arena file puts it at offset CU_NAME_STR of
+   .debug_line_str, after the empty string. */
 #define _PyPerfLines_CU_NAME "py-perf-trampolines"
+#define _PyPerfLines_CU_NAME_STR 1
 /* Arenas have fewer slots than this (their last file entry's index fits
    in three bytes of ULEB128). */
 #define _PyPerfLines_MAX_SLOTS ((size_t)1 << 21)
@@ -495,7 +496,7 @@ extern _PyPerfArena *_PyPerf_arenas;
    at least `slot_size` bytes apart (a new one if need be), not handed out
    yet: _PyPerfSlot_Take() does that.  NULL and errno. */
 extern char *_PyPerfSlot_Next(size_t slot_size);
-/* Seal the newest arena's file (see Python/perf_elf.c, "Sealing"), which
+/* Seal the newest arena's file (see Python/perf_seal.c), which
    then hands out no more slots: the process is ending, or a recording
    that ends while it runs wants every file it saw final.  Whether there
    was one to seal. */
@@ -520,7 +521,7 @@ enum {
    as long as the file is read, so the arena's addresses never go to
    another file; the map names the slots of arena files only while their
    files take less than a quarter of /tmp's limit
-   (_PyPerfElf_MayNameForGood()), later ones are named by their files
+   (_PyPerfKept_MayNameForGood()), later ones are named by their files
    alone.  One of _PyPerf_RECORD_*. */
 extern int _PyPerfSlot_Recorded(const char *tramp, int for_good);
 /* The record of trampoline `tramp` if it was handed out, is still

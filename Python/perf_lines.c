@@ -26,14 +26,17 @@
  * file name is the end of the slot's symbol name "py::QUALNAME:FILENAME",
  * NUL included, so it costs no byte.
  *
- * This file knows DWARF and nothing of ELF: Python/perf_elf.c calls it
- * and places the sections.
+ * This file knows DWARF and nothing of ELF: Python/perf_elf_image.c
+ * places the sections and calls it to write them, Python/perf_elf.c to
+ * name a slot.
  */
 
 #include "Python.h"
 #include "perf_internal.h"
 
 #if defined(PY_HAVE_PERF_TRAMPOLINE) && SIZEOF_VOID_P == 8
+
+#include <string.h>
 
 /* The DWARF 5 codes used here (its standard's numbers). */
 enum {
@@ -48,9 +51,7 @@ enum {
 };
 
 #define CU_NAME _PyPerfLines_CU_NAME
-/* Where the arena file puts CU_NAME in .debug_line_str (after the empty
-   string that .strtab opens with). */
-#define CU_NAME_STR 1
+#define CU_NAME_STR _PyPerfLines_CU_NAME_STR
 
 /* .debug_abbrev: abbreviation 1, a compile unit without children, with
    its name and directory (strings), its line program (at offset 0 of

@@ -40,7 +40,8 @@
  * core taken by gcore of a process that runs (gdb names its frames from
  * the debuggers' objects in the core all the same).
  *
- * Python/perf_elf.c calls this file; it calls nothing of the subsystem.
+ * Python/perf_elf_image.c calls this file for a new file's note, and
+ * Python/perf_elf.c for the rest; it calls nothing of the subsystem.
  */
 
 #include "Python.h"
@@ -77,6 +78,7 @@ static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGILL, SIGFPE,
 #define NCRASH_SIGNALS (sizeof(crash_signals) / sizeof(crash_signals[0]))
 
 static struct {
+    unsigned int notes;           /* notes made (build-ids without entropy) */
     /* The file that takes names, for the handler of a fatal signal: its
        descriptor (-1: none), written last, and its identity (a descriptor
        that a daemon closed and reused is not sealed). */
@@ -94,8 +96,7 @@ static struct {
     volatile sig_atomic_t sealed;
     int installed;                /* the handlers (once a process) */
     struct sigaction previous[NCRASH_SIGNALS];
-    unsigned int notes;           /* notes made (build-ids without entropy) */
-} crash = {.fd = -1, .sealed = -1};
+} sealing = {.fd = -1, .sealed = -1};
 
 /* `size` random bytes of the build-id. */
 static void
@@ -106,12 +107,12 @@ build_id(unsigned char *id, size_t size)
         /* No entropy yet (early boot): unique enough for a cache key. */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t v[3] = {(uint64_t)getpid() << 32 | crash.notes,
+        uint64_t v[3] = {(uint64_t)getpid() << 32 | sealing.notes,
                          (uint64_t)ts.tv_nsec, (uint64_t)ts.tv_sec};
         memset(id, 0, size);
         memcpy(id, v, sizeof(v) < size ? sizeof(v) : size);
     }
-    crash.notes++;
+    sealing.notes++;
 }
 
 void
@@ -175,13 +176,13 @@ static void
 seal_at_crash(int sig, siginfo_t *info, void *context)
 {
     int saved = errno;
-    int fd = __atomic_exchange_n(&crash.fd, -1, __ATOMIC_ACQUIRE);
+    int fd = __atomic_exchange_n(&sealing.fd, -1, __ATOMIC_ACQUIRE);
     struct stat st;
-    if (fd >= 0 && getpid() == crash.pid && fstat(fd, &st) == 0
-        && st.st_dev == crash.dev && st.st_ino == crash.ino)
+    if (fd >= 0 && getpid() == sealing.pid && fstat(fd, &st) == 0
+        && st.st_dev == sealing.dev && st.st_ino == sealing.ino)
     {
         _PyPerfSeal_Seal(fd);
-        crash.sealed = fd;
+        sealing.sealed = fd;
     }
     size_t k = 0;
     while (k < NCRASH_SIGNALS && crash_signals[k] != sig) {
@@ -191,7 +192,7 @@ seal_at_crash(int sig, siginfo_t *info, void *context)
         errno = saved;
         return;
     }
-    const struct sigaction *prev = &crash.previous[k];
+    const struct sigaction *prev = &sealing.previous[k];
     int handler = (prev->sa_flags & SA_SIGINFO)
                   || (prev->sa_handler != SIG_DFL
                       && prev->sa_handler != SIG_IGN);
@@ -223,10 +224,10 @@ seal_at_crash(int sig, siginfo_t *info, void *context)
 static void
 install_handlers(void)
 {
-    if (crash.installed) {
+    if (sealing.installed) {
         return;
     }
-    crash.installed = 1;
+    sealing.installed = 1;
     for (size_t k = 0; k < NCRASH_SIGNALS; k++) {
         struct sigaction now;
         if (sigaction(crash_signals[k], NULL, &now) < 0
@@ -234,7 +235,7 @@ install_handlers(void)
         {
             continue;
         }
-        crash.previous[k] = now;
+        sealing.previous[k] = now;
         struct sigaction ours;
         memset(&ours, 0, sizeof(ours));
         ours.sa_sigaction = seal_at_crash;
@@ -249,11 +250,11 @@ install_handlers(void)
 static void
 set_crash_file(int fd, dev_t dev, ino_t ino)
 {
-    __atomic_store_n(&crash.fd, -1, __ATOMIC_RELEASE);
-    crash.dev = dev;
-    crash.ino = ino;
-    crash.pid = getpid();
-    __atomic_store_n(&crash.fd, fd, __ATOMIC_RELEASE);
+    __atomic_store_n(&sealing.fd, -1, __ATOMIC_RELEASE);
+    sealing.dev = dev;
+    sealing.ino = ino;
+    sealing.pid = getpid();
+    __atomic_store_n(&sealing.fd, fd, __ATOMIC_RELEASE);
 }
 
 void
@@ -269,18 +270,18 @@ _PyPerfSeal_Forget(int fd)
     if (fd < 0) {
         return;
     }
-    if (crash.fd == fd) {
+    if (sealing.fd == fd) {
         set_crash_file(-1, 0, 0);
     }
-    if (crash.sealed == fd) {
-        crash.sealed = -1;
+    if (sealing.sealed == fd) {
+        sealing.sealed = -1;
     }
 }
 
 int
 _PyPerfSeal_SealedAtCrash(int fd)
 {
-    return fd >= 0 && crash.sealed == fd;
+    return fd >= 0 && sealing.sealed == fd;
 }
 
 void
@@ -288,7 +289,7 @@ _PyPerfSeal_AfterFork(void)
 {
     /* (the parent's file is the parent's to seal) */
     set_crash_file(-1, 0, 0);
-    crash.sealed = -1;
+    sealing.sealed = -1;
 }
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE && SIZEOF_VOID_P == 8 */

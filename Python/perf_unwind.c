@@ -6,7 +6,7 @@
  * ---------------------
  * A trampoline copy is code that no ELF file of the build describes, so
  * an unwinder finds no .eh_frame for it unless someone hands it one: the
- * arena files (Python/perf_elf.c, one FDE per slot), the objects for
+ * arena files (Python/perf_elf_image.c, one FDE per slot), the objects for
  * debuggers (Python/perf_debugger.c) and the jitdump backend
  * (Python/perf_jit_trampoline.c, its JIT_CODE_UNWINDING_INFO records).
  * Each needs the same two things: the frame rules of the template, and

@@ -278,13 +278,14 @@ extern PERF_TRAMPOLINE_HIDDEN void _PyPerfLive_Serve(PyThreadState *tstate);
 /* sys.activate_stack_trampoline() and friends, added to the sys module. */
 extern PyMethodDef _PyPerfTrampoline_SysMethods[];
 
-/* Tests only (_testinternalcapi): the key, in the interpreter's dict
+/* Tests only (_testinternalcapi): the key, in the main interpreter's dict
    (PyInterpreterState_GetDict()), of a capsule of this name that points to
-   the subsystem's test hook, a `void (*)(const char *where)` called with
-   the name of each test point (TEST_POINT() in Python/perf_internal.h)
-   that a thread reaches (NULL: none).  A capsule rather than an exported
-   function: no dynamic symbol of the interpreter or of libpython is there
-   for tests only.  Absent where there are no trampolines. */
+   the variable holding the subsystem's test hook (a
+   `void (**)(const char *where)`): the hook, when set, is called with the
+   name of each test point (TEST_POINT() in Python/perf_internal.h) that a
+   thread reaches.  A capsule rather than an exported function: no dynamic
+   symbol of the interpreter or of libpython is there for tests only.
+   Absent where there are no trampolines. */
 #define _PyPerfTrampoline_TEST_HOOK "cpython-perf.test_hook"
 
 #ifdef __cplusplus
