@@ -106,6 +106,9 @@ BLOCK_FIELDS = (
     # Blocks of 464 bytes and more (456 before):
     ("served_request", "I"),    # the REQ_* served with served_id
     ("reserved3", "I"),
+    # Blocks of 472 bytes and more:
+    ("flags", "I"),             # FLAG_*: how the interpreter was built
+    ("reserved4", "I"),
 )
 _BLOCK_NAMES = [name for name, _ in BLOCK_FIELDS]
 
@@ -136,6 +139,7 @@ REQ_NONE, REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL = 0, 1, 2, 3, 4
 BACKEND_CODES = {"perf": REQ_PERF, "perf_jit": REQ_PERF_JIT}
 BACKEND_NAMES = {0: "none", 1: "perf", 2: "perf_jit"}
 RESULT_DONE, RESULT_NO_FILE, RESULT_REFUSED, RESULT_UNKNOWN = 0, 1, 2, 3
+FLAG_FRAME_POINTERS = 1
 
 POLL_INTERVAL = 0.002
 # At least this long (or the timeout, if shorter) to wait for a request
@@ -248,12 +252,14 @@ class Target:
         and `message` are str, up to their first NUL."""
         data = self.read(0, self.size)
         block = Block._make(BLOCK.unpack(data.ljust(BLOCK.size, b"\0")))
-        # (None: an older block, which does not say what it served)
+        # (None: an older block, which does not say what it served, or
+        # how the interpreter was built)
         served = (block.served_request
                   if self.size >= FIELDS["reserved3"][0] else None)
+        flags = block.flags if self.size >= FIELDS["reserved4"][0] else None
         return block._replace(file=_cstr(block.file),
                               message=_cstr(block.message),
-                              served_request=served)
+                              served_request=served, flags=flags)
 
     def _checked_breaker(self):
         """The eval breaker's address, read anew, once it is known to lie

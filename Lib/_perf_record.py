@@ -27,9 +27,12 @@ says what to do (RecordError; never a traceback):
    of stack per sample (the trampoline files carry the unwinding tables
    that DWARF unwinding needs, so no jitdump and no perf inject).  For a
    command, the interpreter is COMMAND[0] found on PATH (through a
-   script's #! line, `env` included); for a pid, /proc/PID/exe.  Only a
-   program whose name is a Python's (python, python3, python3.11d...) is
-   asked, by running it with `-I -S -c QUERY`, which reads sysconfig's
+   script's #! line, `env` included); for a pid, the flags of its live
+   activation block say (read, not run: a process in a container too),
+   and without a block (an older build, or another Python), /proc/PID/exe
+   does.  Only a program whose name is a Python's (python, python3,
+   python3.11d...) is asked, by running it with `-I -S -c QUERY`, which
+   reads sysconfig's
    PY_HAVE_PERF_TRAMPOLINE and PY_HAVE_FRAME_POINTERS: running an
    unknown program with those arguments could do anything (a shell
    would run the query as shell code).  The query runs in a session of
@@ -721,6 +724,17 @@ def _exe_of(pid):
     return path if same else link
 
 
+def _file_id(path):
+    """The device and inode of the file at `path` (a process's
+    /proc/PID/exe: the same program in two containers), or `path` itself
+    when it cannot be read."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return path
+    return (st.st_dev, st.st_ino)
+
+
 class _Targets:
     """The processes of --pid [--children], checked: their pids, the
     Interpreters and other programs among them (for the call-graph
@@ -772,9 +786,18 @@ class _Targets:
                 gone.append(p)
                 continue
             self.uids.add(owner.uid)
-            key = (exe, owner.uid, owner.gid, tuple(owner.groups))
-            if key not in asked:
-                asked[key] = ask_python_of(exe, owner)
+            if outcome.ok and snap.flags is not None:
+                # The block says how the interpreter was built: nothing of
+                # the process's runs here (in a container it could not
+                # find its standard library on this side anyway).
+                key = (_file_id(exe), bool(snap.flags
+                                           & pt.FLAG_FRAME_POINTERS))
+                if key not in asked:
+                    asked[key] = Interpreter(exe, True, key[1])
+            else:
+                key = (exe, owner.uid, owner.gid, tuple(owner.groups))
+                if key not in asked:
+                    asked[key] = ask_python_of(exe, owner)
             interp = asked[key]
             if interp is None:
                 self.others.append("process %d (%s)" % (p, exe))

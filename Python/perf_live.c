@@ -24,8 +24,9 @@
  *     off  type      field         meaning
  *     0    char[8]   magic         "PyPerfL\0"
  *     8    uint32    version       1
- *     12   uint32    size          sizeof the block (464; 456 before
- *                                  served_request was added)
+ *     12   uint32    size          sizeof the block (472; 456 before
+ *                                  served_request was added, 464 before
+ *                                  flags)
  *     16   uint64    eval_breaker  address of the main interpreter's
  *                                  ceval.eval_breaker (an int32); 0 while
  *                                  not ready, disabled or finalizing
@@ -61,6 +62,13 @@
  *                                  served_id (blocks of 464 bytes and
  *                                  more)
  *     460  uint32    (reserved)
+ *     464  uint32    flags         how the interpreter was built, constant:
+ *                                  1 frame pointers (PY_HAVE_FRAME_POINTERS);
+ *                                  what `record --pid` needs without
+ *                                  running the process's program (in a
+ *                                  container, it may not run on the host)
+ *                                  (blocks of 472 bytes and more)
+ *     468  uint32    (reserved)
  *
  * Fields may be added at the end only (`size` grows, `version` stays).
  * `active` and `file` stay current whatever changes the backend (the sys
@@ -138,15 +146,23 @@ LAYOUT(active, 64);
 LAYOUT(file, 72);
 LAYOUT(message, 328);
 LAYOUT(served_request, 456);
-_Static_assert(sizeof(_PyPerfLiveBlock) == 464,
+LAYOUT(flags, 464);
+_Static_assert(sizeof(_PyPerfLiveBlock) == 472,
               "_PyPerfLiveBlock changed size");
 _Static_assert(sizeof(((PyInterpreterState *)0)->ceval.eval_breaker) == 4,
               "the requester writes an int32 into eval_breaker");
+
+#ifdef PY_HAVE_FRAME_POINTERS
+#  define LIVE_FLAGS _PyPerfLive_FRAME_POINTERS
+#else
+#  define LIVE_FLAGS 0
+#endif
 
 _PyPerfLiveBlock _PyPerf_Live = {
     .magic = _PyPerfLive_MAGIC,
     .version = _PyPerfLive_VERSION,
     .size = sizeof(_PyPerfLiveBlock),
+    .flags = LIVE_FLAGS,
 };
 
 /* Stores of the fields a requester reads after it saw another one change:

@@ -6,10 +6,11 @@
 # For each interpreter: the package Lib/test/test_perf_profiler/ (verbose), then
 # test_perf_unwind, test_perfmaps, test_perf_storms, test_perf_live,
 # test_perf_live_hostile, test_perf_live_perf, test_perf_record,
-# test_perf_clean and test_perf_collapse.  Then, on the first interpreter, a
-# slice of CPython's own suite in three modes (off, PYTHONPERFSUPPORT=1,
-# PYTHON_PERF_JIT_SUPPORT=1), which must give the same result test by test but
-# for the known differences listed in Doc/cpython-perf/developing.md
+# test_perf_clean, test_perf_collapse and test_perf_containers.  Then, on
+# the first interpreter, a slice of CPython's own suite in three modes (off,
+# PYTHONPERFSUPPORT=1, PYTHON_PERF_JIT_SUPPORT=1), which must give the same
+# result test by test but for the known differences listed in
+# Doc/cpython-perf/developing.md
 # (tools/suite-modes.py, which also removes the perf files the runs make), and
 # the README's quick-start commands as written (tools/check-readme.py, which is
 # given every interpreter: a block for an interpreter without frame pointers
@@ -52,7 +53,8 @@ for py in "$@"; do
     echo "=== $py: $("$py" -c 'import sys; print(sys.version)' | head -1)"
     tests="test_perf_profiler test_perf_unwind test_perfmaps test_perf_storms
            test_perf_live test_perf_live_hostile test_perf_live_perf
-           test_perf_record test_perf_clean test_perf_collapse"
+           test_perf_record test_perf_clean test_perf_collapse
+           test_perf_containers"
     for t in $tests; do
         verbose=""
         [ "$t" = test_perf_profiler ] && verbose=-v

@@ -39,6 +39,9 @@ extern "C" {
 #define _PyPerfLive_NO_FILE 1
 #define _PyPerfLive_REFUSED 2
 #define _PyPerfLive_UNKNOWN 3
+/* flags: how the interpreter was built, for requesters that must not run
+   it to ask (a process in a container, another user's) */
+#define _PyPerfLive_FRAME_POINTERS 1
 
 /* Fixed offsets, native byte order, every field naturally aligned (the
    static assertions of Python/perf_live.c hold them); fields may be added
@@ -63,7 +66,9 @@ typedef struct {
     char message[128];                  /* 328 */
     volatile uint32_t served_request;   /* 456 */
     uint32_t reserved3;                 /* 460 */
-} _PyPerfLiveBlock;                     /* 464 bytes */
+    uint32_t flags;                     /* 464 */
+    uint32_t reserved4;                 /* 468 */
+} _PyPerfLiveBlock;                     /* 472 bytes */
 
 /* Exported (the dynamic symbol table of python and of libpython), so that
    a requester finds it by name in the mapped file. */

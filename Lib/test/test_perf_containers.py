@@ -1,0 +1,313 @@
+"""A Python service in a container, profiled and debugged from the host.
+
+The container is made as runc makes one: new pid, mount, uts and ipc
+namespaces (unshare), a root file system switched with pivot_root (or,
+for older tools' containers, with chroot), the interpreter's tree
+bind-mounted read-only at a path the host does not have, and a tmpfs
+/tmp of its own.  perf, gdb and `python -m perf_trampoline` run on the
+host, with the service's host pid, as the person who profiles a
+container does.  Root only (namespaces and perf); a probe that makes an
+empty container decides whether they can be made here.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import time
+import unittest
+
+from test.support import perf_helper as ph
+from test.support import requires_subprocess
+
+import _perf_live as pt
+import perf_trampoline
+
+
+# Where the interpreter's tree is mounted in the container: no such path
+# on the host.
+INNER_TREE = "/opt/cpython-perf-test-tree"
+
+# Run as root on the host, in new namespaces: $1 the mode (pivot or
+# chroot), $2 the new root (an empty directory of the host), $3 the tree,
+# then the command.  The root is a tmpfs with read-only binds of the
+# host's system directories, the tree, a tmpfs /tmp, its own /proc.
+CONTAINER_SH = r"""
+set -eu
+mode=$1 root=$2 tree=$3
+shift 3
+mount --make-rprivate /
+mount -t tmpfs -o size=16m,mode=0755 container "$root"
+for d in usr lib lib32 lib64 libx32 bin sbin etc; do
+    if [ -L "/$d" ]; then
+        ln -s "$(readlink "/$d")" "$root/$d"
+    elif [ -d "/$d" ]; then
+        mkdir "$root/$d"
+        mount --rbind "/$d" "$root/$d"
+        mount -o remount,bind,ro "$root/$d"
+    fi
+done
+mkdir -p "$root$INNER_TREE" "$root/tmp" "$root/proc" "$root/dev"
+mount --rbind "$tree" "$root$INNER_TREE"
+mount -o remount,bind,ro "$root$INNER_TREE"
+mount -t tmpfs -o size=256m,mode=1777 tmp "$root/tmp"
+mount -t proc proc "$root/proc"
+mount --rbind /dev "$root/dev"
+hostname container
+cd "$root"
+if [ "$mode" = pivot ]; then
+    mkdir old
+    pivot_root . old
+    umount -l /old
+    rmdir /old
+    cd /
+    exec "$@"
+fi
+exec chroot . "$@"
+"""
+
+
+def _tree():
+    """(the host directory to mount, the interpreter's path under it): an
+    in-place build's directory with its sources, or the installation."""
+    exe = os.path.realpath(sys.executable)
+    if sysconfig.is_python_build():
+        srcdir = os.path.realpath(sysconfig.get_config_var("srcdir"))
+        tree = os.path.commonpath([os.path.dirname(exe), srcdir])
+    else:
+        tree = os.path.realpath(sys.base_prefix)
+    return tree, os.path.join(INNER_TREE, os.path.relpath(exe, tree))
+
+
+def _children(pid):
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def _cmdline(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[:-1]
+    except OSError:
+        return []
+
+
+class Container:
+    """One container; start() runs a command as its pid 1."""
+
+    def __init__(self, test, mode="pivot"):
+        self.test = test
+        self.mode = mode
+        self.tree, self.python = _tree()
+        self.root = tempfile.mkdtemp(prefix="test_perf_containers_")
+        test.addCleanup(self._remove_root)
+        self.proc = None
+        self.pid = None
+
+    def _remove_root(self):
+        # (the root's mounts were the container's alone: an empty
+        # directory here)
+        try:
+            os.rmdir(self.root)
+        except OSError:
+            pass
+
+    def command(self, argv):
+        script = CONTAINER_SH.replace("$INNER_TREE", INNER_TREE)
+        return ["unshare", "--pid", "--fork", "--mount", "--uts", "--ipc",
+                "sh", "-c", script, "sh", self.mode, self.root, self.tree,
+                *argv]
+
+    def start(self, *argv, env=None, stdin=subprocess.DEVNULL,
+              stdout=subprocess.PIPE, timeout=30):
+        """Run `argv` (its first word may be "python": the interpreter
+        under test, at its path inside) as the container's pid 1; returns
+        its pid on the host, once it runs `argv`."""
+        argv = [self.python if a == "python" else a for a in argv]
+        self.proc = subprocess.Popen(
+            self.command(argv), stdin=stdin, stdout=stdout,
+            stderr=subprocess.PIPE,
+            env=env if env is not None else ph.env_with())
+        self.test.addCleanup(self.stop)
+        want = argv[0].encode()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for child in _children(self.proc.pid):
+                if _cmdline(child)[:1] == [want]:
+                    self.pid = child
+                    return child
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.01)
+        self.stop()
+        err = self.proc.stderr.read().decode(errors="replace")
+        self.test.fail(f"the container did not start {argv}: {err}")
+
+    def stop(self):
+        """SIGKILL its pid 1 (the only signal the init of a pid namespace
+        takes from outside without a handler), and wait for it."""
+        if self.proc is None or self.proc.returncode is not None:
+            return
+        if self.pid is not None:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+    def ns_pid(self, pid=None):
+        """The pid of host pid `pid` (its pid 1 by default) inside."""
+        return pt.ns_pid(pid if pid is not None else self.pid)
+
+
+def container_problem():
+    """Why containers cannot be made here, or None: root, unshare, and an
+    empty container that runs /bin/true."""
+    if os.geteuid() != 0:
+        return "containers need root"
+    if shutil.which("unshare") is None:
+        return "no unshare (util-linux)"
+
+    class Probe(unittest.TestCase):
+        def runTest(self):
+            pass
+    probe = Probe()
+    c = Container(probe)
+    try:
+        proc = subprocess.run(c.command(["/bin/true"]), capture_output=True,
+                              text=True, timeout=60)
+    finally:
+        probe.doCleanups()
+    if proc.returncode != 0:
+        return f"no container can be made here: {proc.stderr.strip()}"
+    return None
+
+
+def setUpModule():
+    problem = container_problem()
+    if problem is not None:
+        raise unittest.SkipTest(problem)
+
+
+# A service: the seed example's calls, forever.
+SERVICE = ph.NESTED + textwrap.dedent("""\
+    import sys
+    print("READY", flush=True)
+    while True:
+        baz(100_000)
+    """)
+
+
+def record_command(*args):
+    return [sys.executable, perf_trampoline.__file__, "record",
+            *map(str, args)]
+
+
+@requires_subprocess()
+class HostSideTests(unittest.TestCase):
+
+    def setUp(self):
+        ph.perf_problem()
+        self.tmp = tempfile.mkdtemp(prefix="test_perf_containers_out_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        self.name = os.path.join(self.tmp, "out")
+
+    def start_service(self, *options, mode="pivot"):
+        c = Container(self, mode)
+        pid = c.start("python", *options, "-c", SERVICE)
+        # ("PID 1": its pid inside)
+        self.assertEqual(c.proc.stdout.readline(), b"PID 1\n")
+        self.assertEqual(c.proc.stdout.readline(), b"READY\n")
+        return c, pid
+
+    def test_record_pid(self):
+        # record --pid from the host: what it needs to know of the
+        # interpreter (frame pointers) it reads from the process, which
+        # it turns on for the recording and off again.
+        c, pid = self.start_service()
+        proc = subprocess.run(
+            record_command("-o", self.name, "--pid", pid, "--duration", 2,
+                           "--python"),
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertNotIn("is not a Python", proc.stderr)
+        mode = "-g" if sysconfig.get_config_var(
+            "PY_HAVE_FRAME_POINTERS") else "--call-graph dwarf"
+        self.assertIn(f"{mode}", proc.stderr)
+        self.assertIn("trampoline off again", proc.stderr)
+        with open(self.name + ".folded") as f:
+            folded = f.read()
+        self.assertIn(f"py::foo:<string>", folded)
+        self.assertIn(f"py::bar:<string>", folded)
+        self.assertEqual(pt.Target(pid, write=False).snapshot().active, 0)
+
+    def test_report_after_the_container_ended(self):
+        # What record wrote reports the container's functions by name
+        # when the container and its /tmp are gone, with the command
+        # record says to open it with.
+        c, pid = self.start_service()
+        env = ph.env_with(HOME=ph.buildid_home())
+        proc = subprocess.run(
+            record_command("-o", self.name, "--pid", pid, "--duration", 2),
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=env, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        c.stop()
+        opener = re.search(r"(?m)^wrote \S+\.data\s+open: (perf report .*?)"
+                           r" \(or", proc.stdout).group(1)
+        report = subprocess.run(
+            opener.split() + ["--stdio", "--children", "-g", "none",
+                              "--sort", "sym"],
+            capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(report.returncode, 0, report.stderr[-2000:])
+        self.assertIn("py::foo:<string>", report.stdout)
+
+    def perf_trampoline(self, *args):
+        proc = subprocess.run(
+            [sys.executable, perf_trampoline.__file__, *map(str, args)],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=ph.env_with(), timeout=120)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        return proc.stdout
+
+    def test_activate_status_deactivate(self):
+        c, pid = self.start_service()
+        self.assertIn("perf", self.perf_trampoline("activate", pid))
+        status = self.perf_trampoline("status", pid)
+        # (the file as the process names it, in its own /tmp)
+        self.assertIn("/tmp/perf-1.map", status)
+        self.perf_trampoline("deactivate", pid)
+        with pt.Target(pid, write=False) as target:
+            self.assertEqual(target.snapshot().active, 0)
+        # (written by the deactivation at the latest)
+        with open(f"/proc/{pid}/root/tmp/perf-1.map") as f:
+            self.assertIn(" py::foo:<string>\n", f.read())
+
+    @unittest.skipIf(shutil.which("gdb") is None, "no gdb")
+    def test_gdb(self):
+        c, pid = self.start_service("-X", "perf")
+        proc = subprocess.run(["gdb", "-nx", "-batch", "-p", str(pid),
+                               "-ex", "bt"], capture_output=True, text=True,
+                              timeout=300)
+        names = re.findall(r"py::(\w+) ", proc.stdout)
+        self.assertEqual(names[:3], ["foo", "bar", "baz"], proc.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
