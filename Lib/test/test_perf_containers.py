@@ -212,6 +212,26 @@ SERVICE = ph.NESTED + textwrap.dedent("""\
         baz(100_000)
     """)
 
+# A pre-fork server: two workers that call worker_task() forever, the
+# master idle.
+PREFORK = textwrap.dedent("""\
+    import os, time
+    def worker_task(n):
+        total = 0
+        for i in range(n):
+            total += i
+        return total
+    def worker():
+        while True:
+            worker_task(10_000)
+    for _ in range(2):
+        if os.fork() == 0:
+            worker()
+    print("READY", flush=True)
+    while True:
+        time.sleep(1)
+    """)
+
 
 def record_command(*args):
     return [sys.executable, perf_trampoline.__file__, "record",
@@ -277,6 +297,98 @@ class HostSideTests(unittest.TestCase):
             capture_output=True, text=True, env=env, timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr[-2000:])
         self.assertIn("py::foo:<string>", report.stdout)
+
+    def test_record_children_of_a_prefork_server(self):
+        # --children follows the workers that the container's pid 1
+        # forked, by their host pids.
+        c = Container(self)
+        pid = c.start("python", "-c", PREFORK)
+        self.assertEqual(c.proc.stdout.readline(), b"READY\n")
+        workers = _children(pid)
+        self.assertEqual(len(workers), 2)
+        proc = subprocess.run(
+            record_command("-o", self.name, "--pid", pid, "--children",
+                           "--duration", 2, "--python"),
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        recorded = re.search(r" -p ([\d,]+)$", proc.stderr, re.M)
+        self.assertEqual(set(recorded.group(1).split(",")),
+                         set(map(str, [pid, *workers])), proc.stderr)
+        with open(self.name + ".folded") as f:
+            folded = f.read()
+        self.assertIn("py::worker_task:<string>", folded)
+        for p in [pid, *workers]:
+            with pt.Target(p, write=False) as target:
+                self.assertEqual(target.snapshot().active, 0)
+
+    def call_graph(self):
+        """perf record's call-graph option for this interpreter."""
+        if sysconfig.get_config_var("PY_HAVE_FRAME_POINTERS"):
+            return ["-g"]
+        return ["--call-graph", "dwarf"]
+
+    def perf_report(self, data, *options, env=None):
+        """perf report's text of `data`: every symbol with its callers'
+        share (a trampoline takes no sample of its own)."""
+        proc = subprocess.run(
+            ph.perf_command("report", "-i", data, "--stdio", *options),
+            capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        return proc.stdout
+
+    def test_plain_perf_sealed_before_the_end(self):
+        # The howto's plain perf: perf record --buildid-all -p HOSTPID,
+        # and `python -m perf_trampoline seal HOSTPID` before it ends, so
+        # that perf caches the files with their build-ids (all of them:
+        # by default only those where samples were taken, and few are
+        # taken in a trampoline): the report names the functions while
+        # the container runs and after it ended, with perf report's
+        # defaults (in DWARF mode, inline lookups run addr2line on each
+        # file, which must be readable here: the cached copy is).
+        c, pid = self.start_service("-X", "perf")
+        env = ph.env_with(HOME=ph.buildid_home())
+        data = os.path.join(self.tmp, "plain.data")
+        rec = ph.start_perf_record(["-F", "999", *self.call_graph(),
+                                    "--buildid-all", "-o", data,
+                                    "-p", str(pid)],
+                                   env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        time.sleep(1)
+        self.perf_trampoline("seal", pid)
+        ph.stop_perf_record(rec)
+        self.assertIn("py::foo:<string>", self.perf_report(data, env=env))
+        c.stop()
+        self.assertIn("py::foo:<string>", self.perf_report(data, env=env))
+
+    def test_plain_perf_report_no_inline(self):
+        # Without the seal, perf report --no-inline while the container
+        # runs: no addr2line on files that only the container's mount
+        # namespace has.
+        c, pid = self.start_service("-X", "perf")
+        data = os.path.join(self.tmp, "plain.data")
+        rec = ph.start_perf_record(["-F", "999", *self.call_graph(),
+                                    "-o", data, "-p", str(pid)],
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        time.sleep(1)
+        ph.stop_perf_record(rec)
+        self.assertIn("py::foo:<string>",
+                      self.perf_report(data, "--no-inline"))
+
+    @unittest.skipIf(shutil.which("eu-stack") is None or
+                     shutil.which("nsenter") is None,
+                     "no eu-stack (elfutils) or nsenter (util-linux)")
+    def test_eu_stack_in_the_container_namespaces(self):
+        # elfutils opens the paths of /proc/PID/maps in its own mount
+        # namespace: the howto's line runs it in the container's.
+        c, pid = self.start_service("-X", "perf")
+        proc = subprocess.run(["nsenter", "-t", str(pid), "-a",
+                               "eu-stack", "-1", "-p", "1"],
+                              capture_output=True, text=True, timeout=120)
+        names = re.findall(r"py::(\w+):", proc.stdout)
+        self.assertEqual(names[:3], ["foo", "bar", "baz"],
+                         proc.stdout + proc.stderr)
 
     def perf_trampoline(self, *args):
         proc = subprocess.run(
