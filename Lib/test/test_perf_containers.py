@@ -35,12 +35,13 @@ INNER_TREE = "/opt/cpython-perf-test-tree"
 
 # Run as root on the host, in new namespaces: $1 the mode (pivot or
 # chroot), $2 the new root (an empty directory of the host), $3 the tree,
-# then the command.  The root is a tmpfs with read-only binds of the
-# host's system directories, the tree, a tmpfs /tmp, its own /proc.
+# $4 a host directory to be its /tmp (or "": a tmpfs), then the command.
+# The root is a tmpfs with read-only binds of the host's system
+# directories, the tree, the /tmp, its own /proc.
 CONTAINER_SH = r"""
 set -eu
-mode=$1 root=$2 tree=$3
-shift 3
+mode=$1 root=$2 tree=$3 tmp=$4
+shift 4
 mount --make-rprivate /
 mount -t tmpfs -o size=16m,mode=0755 container "$root"
 for d in usr lib lib32 lib64 libx32 bin sbin etc; do
@@ -55,7 +56,11 @@ done
 mkdir -p "$root$INNER_TREE" "$root/tmp" "$root/proc" "$root/dev"
 mount --rbind "$tree" "$root$INNER_TREE"
 mount -o remount,bind,ro "$root$INNER_TREE"
-mount -t tmpfs -o size=256m,mode=1777 tmp "$root/tmp"
+if [ -n "$tmp" ]; then
+    mount --bind "$tmp" "$root/tmp"
+else
+    mount -t tmpfs -o size=256m,mode=1777 tmp "$root/tmp"
+fi
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
 hostname container
@@ -103,14 +108,16 @@ def _cmdline(pid):
 class Container:
     """One container; start() runs a command as its pid 1."""
 
-    def __init__(self, test, mode="pivot"):
+    def __init__(self, test, mode="pivot", tmp=None):
         self.test = test
         self.mode = mode
+        self.tmp = tmp                # a host directory as its /tmp
         self.tree, self.python = _tree()
         self.root = tempfile.mkdtemp(prefix="test_perf_containers_")
         test.addCleanup(self._remove_root)
         self.proc = None
         self.pid = None
+        self.stderr = ""
 
     def _remove_root(self):
         # (the root's mounts were the container's alone: an empty
@@ -124,7 +131,7 @@ class Container:
         script = CONTAINER_SH.replace("$INNER_TREE", INNER_TREE)
         return ["unshare", "--pid", "--fork", "--mount", "--uts", "--ipc",
                 "sh", "-c", script, "sh", self.mode, self.root, self.tree,
-                *argv]
+                self.tmp or "", *argv]
 
     def start(self, *argv, env=None, stdin=subprocess.DEVNULL,
               stdout=subprocess.PIPE, timeout=30):
@@ -148,8 +155,8 @@ class Container:
                 break
             time.sleep(0.01)
         self.stop()
-        err = self.proc.stderr.read().decode(errors="replace")
-        self.test.fail(f"the container did not start {argv}: {err}")
+        self.test.fail(f"the container did not start {argv}: "
+                       f"{self.stderr}")
 
     def stop(self):
         """SIGKILL its pid 1 (the only signal the init of a pid namespace
@@ -166,6 +173,8 @@ class Container:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        # (what it wrote to its stderr, kept)
+        self.stderr = self.proc.stderr.read().decode(errors="replace")
         for pipe in (self.proc.stdout, self.proc.stderr):
             if pipe is not None:
                 pipe.close()
@@ -199,6 +208,11 @@ def container_problem():
 
 
 def setUpModule():
+    if not ph.HAVE_TRAMPOLINE:
+        raise unittest.SkipTest("no perf trampoline on this platform")
+    if not sysconfig.get_config_var("Py_REMOTE_DEBUG"):
+        raise unittest.SkipTest("built --without-remote-debug: no live "
+                                "activation for record --pid")
     problem = container_problem()
     if problem is not None:
         raise unittest.SkipTest(problem)
@@ -242,13 +256,17 @@ def record_command(*args):
 class HostSideTests(unittest.TestCase):
 
     def setUp(self):
-        ph.perf_problem()
         self.tmp = tempfile.mkdtemp(prefix="test_perf_containers_out_")
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.name = os.path.join(self.tmp, "out")
 
-    def start_service(self, *options, mode="pivot"):
-        c = Container(self, mode)
+    def require_perf(self):
+        problem = ph.perf_problem()
+        if problem is not None:
+            self.skipTest(problem)
+
+    def start_service(self, *options, mode="pivot", tmp=None):
+        c = Container(self, mode, tmp)
         pid = c.start("python", *options, "-c", SERVICE)
         # ("PID 1": its pid inside)
         self.assertEqual(c.proc.stdout.readline(), b"PID 1\n")
@@ -259,6 +277,7 @@ class HostSideTests(unittest.TestCase):
         # record --pid from the host: what it needs to know of the
         # interpreter (frame pointers) it reads from the process, which
         # it turns on for the recording and off again.
+        self.require_perf()
         c, pid = self.start_service()
         proc = subprocess.run(
             record_command("-o", self.name, "--pid", pid, "--duration", 2,
@@ -281,6 +300,7 @@ class HostSideTests(unittest.TestCase):
         # What record wrote reports the container's functions by name
         # when the container and its /tmp are gone, with the command
         # record says to open it with.
+        self.require_perf()
         c, pid = self.start_service()
         env = ph.env_with(HOME=ph.buildid_home())
         proc = subprocess.run(
@@ -298,9 +318,44 @@ class HostSideTests(unittest.TestCase):
         self.assertEqual(report.returncode, 0, report.stderr[-2000:])
         self.assertIn("py::foo:<string>", report.stdout)
 
+    def test_two_containers_sharing_tmp(self):
+        # Both services are pid 1 in their containers and share one
+        # /tmp: the first names its functions; the second finds
+        # /tmp/perf-1.map held by the first, says so and stays off (the
+        # howto says to give each container a /tmp of its own).
+        shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
+        self.addCleanup(shutil.rmtree, shared, ignore_errors=True)
+        first, first_pid = self.start_service("-X", "perf", tmp=shared)
+        second, second_pid = self.start_service("-X", "perf", tmp=shared)
+        with pt.Target(first_pid, write=False) as target:
+            self.assertEqual(target.snapshot().active, 1)
+        with pt.Target(second_pid, write=False) as target:
+            self.assertEqual(target.snapshot().active, 0)
+        second.stop()
+        self.assertIn("RuntimeWarning: perf trampoline: cannot create "
+                      "/tmp/perf-1.map: Device or resource busy",
+                      second.stderr)
+
+    def test_record_pid_chroot(self):
+        # A container whose root was changed with chroot: record turns
+        # the feature on before perf starts, so the files exist when perf
+        # reads the process's mappings.
+        self.require_perf()
+        c, pid = self.start_service(mode="chroot")
+        proc = subprocess.run(
+            record_command("-o", self.name, "--pid", pid, "--duration", 2,
+                           "--python"),
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(self.name + ".folded") as f:
+            folded = f.read()
+        self.assertIn("py::foo:<string>", folded)
+
     def test_record_children_of_a_prefork_server(self):
         # --children follows the workers that the container's pid 1
         # forked, by their host pids.
+        self.require_perf()
         c = Container(self)
         pid = c.start("python", "-c", PREFORK)
         self.assertEqual(c.proc.stdout.readline(), b"READY\n")
@@ -346,6 +401,7 @@ class HostSideTests(unittest.TestCase):
         # the container runs and after it ended, with perf report's
         # defaults (in DWARF mode, inline lookups run addr2line on each
         # file, which must be readable here: the cached copy is).
+        self.require_perf()
         c, pid = self.start_service("-X", "perf")
         env = ph.env_with(HOME=ph.buildid_home())
         data = os.path.join(self.tmp, "plain.data")
@@ -365,6 +421,7 @@ class HostSideTests(unittest.TestCase):
         # Without the seal, perf report --no-inline while the container
         # runs: no addr2line on files that only the container's mount
         # namespace has.
+        self.require_perf()
         c, pid = self.start_service("-X", "perf")
         data = os.path.join(self.tmp, "plain.data")
         rec = ph.start_perf_record(["-F", "999", *self.call_graph(),
