@@ -139,7 +139,7 @@ REQ_NONE, REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL = 0, 1, 2, 3, 4
 BACKEND_CODES = {"perf": REQ_PERF, "perf_jit": REQ_PERF_JIT}
 BACKEND_NAMES = {0: "none", 1: "perf", 2: "perf_jit"}
 RESULT_DONE, RESULT_NO_FILE, RESULT_REFUSED, RESULT_UNKNOWN = 0, 1, 2, 3
-FLAG_FRAME_POINTERS = 1
+FLAG_FRAME_POINTERS, FLAG_TRAMPOLINE = 1, 2
 
 POLL_INTERVAL = 0.002
 # At least this long (or the timeout, if shorter) to wait for a request

@@ -790,10 +790,11 @@ class _Targets:
                 # The block says how the interpreter was built: nothing of
                 # the process's runs here (in a container it could not
                 # find its standard library on this side anyway).
-                key = (_file_id(exe), bool(snap.flags
-                                           & pt.FLAG_FRAME_POINTERS))
+                key = (_file_id(exe),
+                       bool(snap.flags & pt.FLAG_TRAMPOLINE),
+                       bool(snap.flags & pt.FLAG_FRAME_POINTERS))
                 if key not in asked:
-                    asked[key] = Interpreter(exe, True, key[1])
+                    asked[key] = Interpreter(exe, key[1], key[2])
             else:
                 key = (exe, owner.uid, owner.gid, tuple(owner.groups))
                 if key not in asked:

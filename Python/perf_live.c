@@ -63,7 +63,8 @@
  *                                  more)
  *     460  uint32    (reserved)
  *     464  uint32    flags         how the interpreter was built, constant:
- *                                  1 frame pointers (PY_HAVE_FRAME_POINTERS);
+ *                                  1 frame pointers (PY_HAVE_FRAME_POINTERS),
+ *                                  2 trampolines (PY_HAVE_PERF_TRAMPOLINE);
  *                                  what `record --pid` needs without
  *                                  running the process's program (in a
  *                                  container, it may not run on the host)
@@ -153,16 +154,21 @@ _Static_assert(sizeof(((PyInterpreterState *)0)->ceval.eval_breaker) == 4,
               "the requester writes an int32 into eval_breaker");
 
 #ifdef PY_HAVE_FRAME_POINTERS
-#  define LIVE_FLAGS _PyPerfLive_FRAME_POINTERS
+#  define FLAG_FRAME_POINTERS _PyPerfLive_FRAME_POINTERS
 #else
-#  define LIVE_FLAGS 0
+#  define FLAG_FRAME_POINTERS 0
+#endif
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+#  define FLAG_TRAMPOLINE _PyPerfLive_TRAMPOLINE
+#else
+#  define FLAG_TRAMPOLINE 0
 #endif
 
 _PyPerfLiveBlock _PyPerf_Live = {
     .magic = _PyPerfLive_MAGIC,
     .version = _PyPerfLive_VERSION,
     .size = sizeof(_PyPerfLiveBlock),
-    .flags = LIVE_FLAGS,
+    .flags = FLAG_FRAME_POINTERS | FLAG_TRAMPOLINE,
 };
 
 /* Stores of the fields a requester reads after it saw another one change:

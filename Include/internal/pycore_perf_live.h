@@ -42,6 +42,7 @@ extern "C" {
 /* flags: how the interpreter was built, for requesters that must not run
    it to ask (a process in a container, another user's) */
 #define _PyPerfLive_FRAME_POINTERS 1
+#define _PyPerfLive_TRAMPOLINE 2
 
 /* Fixed offsets, native byte order, every field naturally aligned (the
    static assertions of Python/perf_live.c hold them); fields may be added
