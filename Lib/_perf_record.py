@@ -32,10 +32,9 @@ says what to do (RecordError; never a traceback):
    and without a block (an older build, or another Python), /proc/PID/exe
    does.  Only a program whose name is a Python's (python, python3,
    python3.11d...) is asked, by running it with `-I -S -c QUERY`, which
-   reads sysconfig's
-   PY_HAVE_PERF_TRAMPOLINE and PY_HAVE_FRAME_POINTERS: running an
-   unknown program with those arguments could do anything (a shell
-   would run the query as shell code).  The query runs in a session of
+   reads sysconfig's PY_HAVE_PERF_TRAMPOLINE and PY_HAVE_FRAME_POINTERS:
+   running an unknown program with those arguments could do anything (a
+   shell would run the query as shell code).  The query runs in a session of
    its own (no controlling terminal to write to), and the executable of
    a running process runs with that process's user and groups: what the
    process runs already.  Root never runs, as root, a program that
