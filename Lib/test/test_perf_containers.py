@@ -133,8 +133,8 @@ class Container:
         # (--kill-child: the container goes with unshare, whatever
         # happens to the test)
         return ["unshare", "--pid", "--fork", "--kill-child", "--mount",
-                "--uts", "--ipc", "sh", "-c", script, "sh", self.mode, self.root, self.tree,
-                self.tmp or "", *argv]
+                "--uts", "--ipc", "sh", "-c", script, "sh", self.mode,
+                self.root, self.tree, self.tmp or "", *argv]
 
     def start(self, *argv, env=None, stdin=subprocess.DEVNULL,
               stdout=subprocess.PIPE, timeout=30):
@@ -198,10 +198,6 @@ class Container:
                 break
             line += byte
         return line
-
-    def ns_pid(self, pid=None):
-        """The pid of host pid `pid` (its pid 1 by default) inside."""
-        return pt.ns_pid(pid if pid is not None else self.pid)
 
 
 def container_problem():
