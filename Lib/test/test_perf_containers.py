@@ -268,6 +268,23 @@ PREFORK = textwrap.dedent("""\
         time.sleep(1)
     """)
 
+# Makes 3000 functions when a line comes on stdin (new arena files are
+# mapped then), and calls the last 50 of them forever.
+LATE_FUNCTIONS = textwrap.dedent("""\
+    import sys
+    print("READY", flush=True)
+    sys.stdin.readline()
+    fs = []
+    for n in range(3000):
+        ns = {}
+        exec(f"def late_{n}(k):\\n    return sum(range(k))\\n", ns)
+        fs.append(ns[f"late_{n}"])
+    print("MADE", flush=True)
+    while True:
+        for f in fs[-50:]:
+            f(2000)
+    """)
+
 
 def record_command(*args):
     return [sys.executable, perf_trampoline.__file__, "record",
@@ -373,6 +390,33 @@ class HostSideTests(unittest.TestCase):
         with open(self.name + ".folded") as f:
             folded = f.read()
         self.assertIn("py::foo:<string>", folded)
+
+    def test_plain_perf_chroot_files_mapped_during_the_recording(self):
+        # A container whose root was changed with chroot: perf names the
+        # functions of files that the process mapped after the recording
+        # started (perf 6.1 reads them in the process's root).
+        self.require_perf()
+        c = Container(self, "chroot")
+        pid = c.start("python", "-X", "perf", "-c", LATE_FUNCTIONS,
+                      stdin=subprocess.PIPE)
+        self.assertEqual(c.readline(), b"READY\n")
+        before = set(os.listdir(f"/proc/{pid}/root/tmp"))
+        data = os.path.join(self.tmp, "late.data")
+        rec = ph.start_perf_record(["-F", "999", *self.call_graph(),
+                                    "-o", data, "-p", str(pid)],
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        c.proc.stdin.write(b"go\n")
+        c.proc.stdin.flush()
+        self.assertEqual(c.readline(), b"MADE\n")
+        time.sleep(1)
+        ph.stop_perf_record(rec)
+        new = set(os.listdir(f"/proc/{pid}/root/tmp")) - before
+        self.assertTrue(any(n.startswith("py-perf-1-") for n in new), new)
+        report = self.perf_report(data, "--no-inline", "--children",
+                                  "--sort", "dso,sym", "-g", "none")
+        late = re.findall(r"(py-perf-1-\d+\.so)\s+\[\.\] py::late_", report)
+        self.assertTrue(set(late) & new, report[-3000:])
 
     def test_record_children_of_a_prefork_server(self):
         # --children follows the workers that the container's pid 1
