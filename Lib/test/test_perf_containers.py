@@ -250,16 +250,7 @@ SERVICE = ph.NESTED + textwrap.dedent("""\
 
 # A pre-fork server: two workers that call worker_task() forever, the
 # master idle.
-PREFORK = textwrap.dedent("""\
-    import os, time
-    def worker_task(n):
-        total = 0
-        for i in range(n):
-            total += i
-        return total
-    def worker():
-        while True:
-            worker_task(10_000)
+PREFORK = "import os, time\n" + ph.WORKER + textwrap.dedent("""\
     for _ in range(2):
         if os.fork() == 0:
             worker()
@@ -286,11 +277,6 @@ LATE_FUNCTIONS = textwrap.dedent("""\
     """)
 
 
-def record_command(*args):
-    return [sys.executable, perf_trampoline.__file__, "record",
-            *map(str, args)]
-
-
 @requires_subprocess()
 class HostSideTests(unittest.TestCase):
 
@@ -298,6 +284,23 @@ class HostSideTests(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="test_perf_containers_out_")
         self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
         self.name = os.path.join(self.tmp, "out")
+
+    def record(self, *args):
+        """`python -m perf_trampoline record -o NAME ARGS`, run as the
+        user runs it, with perf's build-id cache in the tests' own
+        directory; it must succeed.  Its CompletedProcess (text)."""
+        proc = subprocess.run(
+            [sys.executable, perf_trampoline.__file__, "record",
+             "-o", self.name, *map(str, args)],
+            capture_output=True, text=True, stdin=subprocess.DEVNULL,
+            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc
+
+    def folded(self):
+        """What record --python wrote: the folded stacks."""
+        with open(self.name + ".folded") as f:
+            return f.read()
 
     def require_perf(self):
         problem = ph.perf_problem()
@@ -318,19 +321,13 @@ class HostSideTests(unittest.TestCase):
         # it turns on for the recording and off again.
         self.require_perf()
         c, pid = self.start_service()
-        proc = subprocess.run(
-            record_command("-o", self.name, "--pid", pid, "--duration", 2,
-                           "--python"),
-            capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+        proc = self.record("--pid", pid, "--duration", 2, "--python")
         self.assertNotIn("is not a Python", proc.stderr)
         fp = sysconfig.get_config_var("PY_HAVE_FRAME_POINTERS")
         self.assertRegex(proc.stderr, "has frame pointers: call graph fp"
                          if fp else "has no frame pointers: call graph dwarf")
         self.assertIn("trampoline off again", proc.stderr)
-        with open(self.name + ".folded") as f:
-            folded = f.read()
+        folded = self.folded()
         self.assertIn("py::foo:<string>", folded)
         self.assertIn("py::bar:<string>", folded)
         with pt.Target(pid, write=False) as target:
@@ -342,18 +339,14 @@ class HostSideTests(unittest.TestCase):
         # record says to open it with.
         self.require_perf()
         c, pid = self.start_service()
-        env = ph.env_with(HOME=ph.buildid_home())
-        proc = subprocess.run(
-            record_command("-o", self.name, "--pid", pid, "--duration", 2),
-            capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            env=env, timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+        proc = self.record("--pid", pid, "--duration", 2)
         c.stop()
         opener = re.search(r"(?m)^wrote \S+\.data\s+open: (perf report .*?)"
                            r" \(or", proc.stdout).group(1)
         report = subprocess.run(
             opener.split() + ["--stdio"],
-            capture_output=True, text=True, env=env, timeout=300)
+            capture_output=True, text=True,
+            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr[-2000:])
         self.assertIn("py::foo:<string>", report.stdout)
 
@@ -381,15 +374,8 @@ class HostSideTests(unittest.TestCase):
         # reads the process's mappings.
         self.require_perf()
         c, pid = self.start_service(mode="chroot")
-        proc = subprocess.run(
-            record_command("-o", self.name, "--pid", pid, "--duration", 2,
-                           "--python"),
-            capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        with open(self.name + ".folded") as f:
-            folded = f.read()
-        self.assertIn("py::foo:<string>", folded)
+        self.record("--pid", pid, "--duration", 2, "--python")
+        self.assertIn("py::foo:<string>", self.folded())
 
     def test_plain_perf_chroot_files_mapped_during_the_recording(self):
         # A container whose root was changed with chroot: perf names the
@@ -427,18 +413,12 @@ class HostSideTests(unittest.TestCase):
         self.assertEqual(c.readline(), b"READY\n")
         workers = _children(pid)
         self.assertEqual(len(workers), 2)
-        proc = subprocess.run(
-            record_command("-o", self.name, "--pid", pid, "--children",
-                           "--duration", 2, "--python"),
-            capture_output=True, text=True, stdin=subprocess.DEVNULL,
-            env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
+        proc = self.record("--pid", pid, "--children", "--duration", 2,
+                           "--python")
         recorded = re.search(r" -p ([\d,]+)$", proc.stderr, re.M)
         self.assertEqual(set(recorded.group(1).split(",")),
                          set(map(str, [pid, *workers])), proc.stderr)
-        with open(self.name + ".folded") as f:
-            folded = f.read()
-        self.assertIn("py::worker_task:<string>", folded)
+        self.assertIn("py::worker_task:<string>", self.folded())
         for p in [pid, *workers]:
             with pt.Target(p, write=False) as target:
                 self.assertEqual(target.snapshot().active, 0)

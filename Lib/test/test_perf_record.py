@@ -73,14 +73,7 @@ NESTED_TARGET = ph.NESTED + textwrap.dedent("""\
 PREFORK_WORKERS = textwrap.dedent("""\
     import os, select, sys
     print("PID", os.getpid(), flush=True)
-    def worker_task(n):
-        total = 0
-        for i in range(n):
-            total += i
-        return total
-    def worker():
-        while True:
-            worker_task(10_000)
+    """) + ph.WORKER + textwrap.dedent("""\
     def spawn():
         pid = os.fork()
         if pid == 0:

@@ -568,6 +568,19 @@ def baz(n):
 """
 NESTED_NAMES = ("foo", "bar", "baz")
 
+# A pre-fork server's worker, for the servers of the record tests:
+# worker() calls worker_task() forever.
+WORKER = """\
+def worker_task(n):
+    total = 0
+    for i in range(n):
+        total += i
+    return total
+def worker():
+    while True:
+        worker_task(10_000)
+"""
+
 
 PID_LINE = r"^PID (\d+)$"
 
