@@ -355,6 +355,10 @@ def _describe(pid, code, snap):
         if code == REQ_SEAL:
             return True, "%d: trampoline files sealed" % pid
         path = snap.file
+        if snap.active == code == REQ_PERF and not path:
+            return True, ("%d: %s on without a map (/tmp/perf-%d.map is "
+                          "another process's): named by its trampoline "
+                          "files alone" % (pid, backend, snap.pid))
         if snap.active != code or not path:
             # The process changed its state again before the block was
             # read (its own code, or its exit): the file it opened is
@@ -559,6 +563,8 @@ def status(pid):
     words.append("active " + BACKEND_NAMES.get(snap.active, str(snap.active)))
     if snap.file:
         words.append(snap.file)
+    elif snap.active == REQ_PERF:
+        words.append("(no map: named by its trampoline files alone)")
     req = snap.request
     if req in (REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL):
         words.append("(request %s pending)" % (

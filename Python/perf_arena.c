@@ -202,6 +202,13 @@ static struct {
 } files = {.use = 1};
 
 int
+_PyPerfArena_FilesInUse(void)
+{
+    /* (Python/perf_elf.c makes files on 64-bit builds only) */
+    return files.use && SIZEOF_VOID_P == 8;
+}
+
+int
 _PyPerfArena_TakeFileFailure(const char **what)
 {
     if (!files.pending) {

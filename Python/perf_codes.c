@@ -220,6 +220,11 @@ static int
 write_slot_record(_PyPerfBackendState *st, const char *tramp,
                   _PyPerfSlot *info, int bit)
 {
+    if (st->elsewhere) {
+        /* No file of ours to write to: left undescribed, for an
+           activation that has the file. */
+        return 0;
+    }
     /* A trampoline in an arena file is named there: its record may wait
        for others (one write() for many), or, in a file the map leaves
        to name itself, is not written at all; one in anonymous memory

@@ -240,6 +240,10 @@ _PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
     }
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK) {
+            _PyPerfFile_SetFailure(file, "use",
+                                   " (another live process with this pid "
+                                   "holds it: one in another pid "
+                                   "namespace that shares /tmp)");
             errno = EBUSY;
         }
         goto fail;

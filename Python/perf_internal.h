@@ -553,6 +553,8 @@ extern const char *_PyPerfArena_TakeRoomFailure(void);
 /* Have the arenas their share of mappings (no arena is ever made
    again)? */
 extern int _PyPerfArena_ShareTaken(void);
+/* Do new arenas go in files (not yet failed, and built with them)? */
+extern int _PyPerfArena_FilesInUse(void);
 
 /* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
 
@@ -562,6 +564,10 @@ typedef struct {
     _PyPerfFile *file;            /* NULL until first activated */
     size_t slot_size;             /* trampoline spacing it needs */
     int bit;                      /* its bit in _PyPerfSlot.described */
+    int elsewhere;                /* on without a file: the map is another
+                                     live process's (our pid in another pid
+                                     namespace that shares /tmp), and the
+                                     arena files alone name trampolines */
 } _PyPerfBackendState;
 
 /* The first activation: take a co_extra index and check the layout.  0,
@@ -608,6 +614,9 @@ extern int _PyPerf_Activate(const char *name);
 extern void _PyPerf_Deactivate(void);
 /* The active backend, or NULL. */
 extern const _PyPerfBackend *_PyPerf_Active(void);
+/* Does the active backend write its file (not on without one: see
+   _PyPerfBackendState.elsewhere)? */
+extern int _PyPerf_ActiveHasFile(void);
 /* Seal the trampoline file that still takes names (a live request):
    whether there was one. */
 extern int _PyPerf_SealFiles(void);

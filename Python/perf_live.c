@@ -233,8 +233,11 @@ publish_active(void)
     uint32_t active = 0;
     if (be != NULL) {
         active = be == &_PyPerf_JitDumpBackend ? 2 : 1;
+    }
+    if (be != NULL && _PyPerf_ActiveHasFile()) {
         /* As Python/perf_file.c names it: the file is opened by this
-           process, for its own pid. */
+           process, for its own pid.  (None while the map is another
+           process's: the block's `file` is empty.) */
         PyOS_snprintf(file, sizeof(file), be->path_format, (long)getpid());
     }
     /* No file is ever described as another backend's: `active` is 0

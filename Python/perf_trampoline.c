@@ -351,7 +351,7 @@ find_backend(const char *name)
 /* Open the backend's file if it is not open yet.  -1 with errno set.
    Callers hold _PyPerf_files_lock. */
 static int
-open_backend(backend_state *st)
+open_backend(backend_state *st, int may_be_elsewhere)
 {
     /* Before any file is open: a forked child must not write to it. */
     if (!core.atfork_registered) {
@@ -371,8 +371,23 @@ open_backend(backend_state *st)
     }
     if (!_PyPerfFile_IsOpen(st->file)) {
         if (_PyPerfFile_Open(st->file, st->backend->path_format) < 0) {
-            return -1;
+            /* Our pid's map, held by another live process: one of another
+               pid namespace that shares /tmp.  perf reads the same map for
+               both, so it can tell them apart only by the arena files:
+               the backend goes on with those alone.  (The jitdump has no
+               such way: perf inject takes a dump by its name.) */
+            if (!may_be_elsewhere) {
+                return -1;
+            }
+            st->elsewhere = errno == EBUSY
+                            && st->backend == &_PyPerf_MapBackend
+                            && _PyPerfArena_FilesInUse();
+            if (!st->elsewhere) {
+                return -1;
+            }
+            goto sized;
         }
+        st->elsewhere = 0;
         if (st->backend->init(st->file) < 0) {
             int saved = errno;
             _PyPerfFile_Close(st->file);
@@ -380,6 +395,7 @@ open_backend(backend_state *st)
             return -1;
         }
     }
+sized:;
     size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize());
     st->slot_size = _Py_SIZE_ROUND_UP(size, SLOT_ALIGN);
     return 0;
@@ -481,7 +497,7 @@ static switch_result
 switch_to(backend_state *st, PyInterpreterState *interp)
 {
     pthread_mutex_lock(&_PyPerf_files_lock);
-    switch_result result = open_backend(st) < 0 ? NO_FILE
+    switch_result result = open_backend(st, 1) < 0 ? NO_FILE
                            : describe_activated(st) < 0 ? NOT_DESCRIBED
                            : SWITCHED;
     int saved = errno;
@@ -589,9 +605,23 @@ _PyPerf_Activate(const char *name)
         errno = saved;
         return 1;
     }
+    if (st->elsewhere) {
+        _PyPerf_Warn("perf trampoline: %s is held by another live process "
+                     "with this pid (in another pid namespace that shares "
+                     "/tmp): this process writes no map, and perf names "
+                     "its functions by its trampoline files alone "
+                     "(/tmp/py-perf-*.so); the %s backend stays on",
+                     _PyPerfFile_Path(st->file), st->backend->name);
+    }
     /* (the backend that was active may have lost its last block) */
     _PyPerf_WarnLostRecords();
     return 0;
+}
+
+int
+_PyPerf_ActiveHasFile(void)
+{
+    return core.active != NULL && !core.active->elsewhere;
 }
 
 const _PyPerfBackend *
@@ -616,7 +646,7 @@ _PyPerfFile *
 _PyPerf_OpenMap(void)
 {
     backend_state *st = &core.backends[0];
-    return open_backend(st) < 0 ? NULL : st->file;
+    return open_backend(st, 0) < 0 ? NULL : st->file;
 }
 
 void
@@ -701,10 +731,18 @@ _PyPerfTrampoline_Fini(void)
 /* ---- The call path ------------------------------------------------------ */
 
 /* Arena files stopped working (Python/perf_arena.c): said once, as a
-   RuntimeWarning; the backend stays on, its trampolines now anonymous. */
+   RuntimeWarning; the backend stays on, its trampolines now anonymous
+   (and unnamed, without a map of ours). */
 static void
-warn_arena_files(int err, const char *what)
+warn_arena_files(const backend_state *st, int err, const char *what)
 {
+    if (st->elsewhere) {
+        _PyPerf_Warn("perf trampoline: cannot %s an ELF file of "
+                     "trampolines in /tmp: %s; functions first called from "
+                     "now on are not named (the map, which would name them, "
+                     "is another process's)", what, strerror(err));
+        return;
+    }
     _PyPerf_Warn("perf trampoline: cannot %s an ELF file of trampolines in "
                  "/tmp: %s; new trampolines are in anonymous memory, where "
                  "perf record --call-graph dwarf stops unwinding (frame "
@@ -764,7 +802,7 @@ warn_arena_file_failure(const backend_state *st)
         warn_no_room(st);
     }
     else if (err != 0) {
-        warn_arena_files(err, what);
+        warn_arena_files(st, err, what);
     }
 }
 

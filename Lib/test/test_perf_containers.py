@@ -352,21 +352,58 @@ class HostSideTests(unittest.TestCase):
 
     def test_two_containers_sharing_tmp(self):
         # Both services are pid 1 in their containers and share one
-        # /tmp: the first has the feature on; the second finds
-        # /tmp/perf-1.map held by the first, says so and stays off (the
-        # howto says to give each container a /tmp of its own).
+        # /tmp, so one map name.  The first writes /tmp/perf-1.map; the
+        # second finds it held by the first, says so and stays on without
+        # a map: its arena files (whose names are chosen free) name its
+        # functions, and perf reads each process's own files.
+        self.require_perf()
         shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
         self.addCleanup(shutil.rmtree, shared, ignore_errors=True)
         first, first_pid = self.start_service("-X", "perf", tmp=shared)
         second, second_pid = self.start_service("-X", "perf", tmp=shared)
         with pt.Target(first_pid, write=False) as target:
-            self.assertEqual(target.snapshot().active, 1)
+            snap = target.snapshot()
+            self.assertEqual((snap.active, snap.file), (1, "/tmp/perf-1.map"))
+        with pt.Target(second_pid, write=False) as target:
+            snap = target.snapshot()
+            self.assertEqual((snap.active, snap.file), (1, ""))
+        self.assertIn("active perf (no map: named by its trampoline files "
+                      "alone)", pt.status(second_pid).text)
+        data = os.path.join(self.tmp, "shared.data")
+        rec = ph.start_perf_record(["-F", "999", *self.call_graph(),
+                                    "-o", data,
+                                    "-p", f"{first_pid},{second_pid}"],
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        time.sleep(2)
+        ph.stop_perf_record(rec)
+        report = self.perf_report(data, "--no-inline", "--children",
+                                  "--sort", "pid,sym", "-g", "none")
+        named = {int(p) for p in re.findall(
+            r"(?m)^.*?(\d+):\S+\s+\[\.\] py::foo:<string>", report)}
+        self.assertEqual(named, {first_pid, second_pid}, report[-3000:])
+        second.stop()
+        self.assertIn("RuntimeWarning: perf trampoline: /tmp/perf-1.map is "
+                      "held by another live process", second.stderr)
+
+    def test_two_containers_sharing_tmp_jitdump(self):
+        # perf inject takes a dump by its name: the second process's
+        # perf_jit backend stays off, with a warning that says why.
+        shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
+        self.addCleanup(shutil.rmtree, shared, ignore_errors=True)
+        first, first_pid = self.start_service("-X", "perf_jit", tmp=shared)
+        second, second_pid = self.start_service("-X", "perf_jit",
+                                                tmp=shared)
+        with pt.Target(first_pid, write=False) as target:
+            self.assertEqual(target.snapshot().active, 2)
         with pt.Target(second_pid, write=False) as target:
             self.assertEqual(target.snapshot().active, 0)
         second.stop()
-        self.assertIn("RuntimeWarning: perf trampoline: cannot create "
-                      "/tmp/perf-1.map: Device or resource busy",
-                      second.stderr)
+        self.assertIn("RuntimeWarning: perf trampoline: cannot use "
+                      "/tmp/jit-1.dump (another live process with this pid "
+                      "holds it: one in another pid namespace that shares "
+                      "/tmp): Device or resource busy; the perf_jit backend "
+                      "is off", second.stderr)
 
     def test_record_pid_chroot(self):
         # A container whose root was changed with chroot: record turns
