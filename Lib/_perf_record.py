@@ -77,10 +77,13 @@ says what to do (RecordError; never a traceback):
    here (a `perf stat` probe), and -p with the comma list of pids (the
    pid and, with --children, its descendants now; perf follows the
    children they fork later).  --duration sends the SIGINT itself; perf
-   also stops when every target has exited.  perf succeeded when it
-   wrote a perf.data with its header finished (a perf that failed leaves
-   none, or an empty one): for a command, perf's exit status is the
-   command's, so it cannot tell.
+   also stops when every target has exited.  Before perf stops, the
+   targets seal their trampoline files (perf caches them by build-id),
+   and the perf maps of targets in a container are held open, to be
+   copied where perf looks for them once the container is gone (_Maps).
+   perf succeeded when it wrote a perf.data with its header finished (a
+   perf that failed leaves none, or an empty one): for a command, perf's
+   exit status is the command's, so it cannot tell.
 
 6. `perf script` writes NAME.txt (the text that speedscope, the Firefox
    Profiler and the folded-stack tools read), with --force only when
@@ -110,6 +113,7 @@ switch, 3.9 on, in place of a preexec_fn).
 import argparse
 import contextlib
 import errno
+import fcntl
 import os
 import re
 import shlex
@@ -912,6 +916,129 @@ def _restore(pids, known=()):
             note("could not turn the trampoline off again: %s" % out.text)
 
 
+def _nspid(pid):
+    """The pid of `pid` in its own pid namespace (NSpid's last field),
+    or None."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class _Maps(object):
+    """The perf maps of target processes that perf, reporting after they
+    have ended, would look for in vain.  perf reads the map of a process
+    in another mount namespace (a container) in that namespace, by the
+    pid the process knows itself by (/tmp/perf-1.map in the container's
+    /tmp); once the namespace is gone, it reads /tmp/perf-HOSTPID.map on
+    this side instead.  So record keeps a copy there: what names the
+    functions of trampolines that are in no file (a noexec /tmp), or
+    those of a process in a pid namespace that shares this /tmp.
+
+    hold() opens each map while its process runs (through the process's
+    root, /proc/PID/root, one component at a time, none of them a
+    symlink: the container's file system is not to be trusted); the open
+    descriptor keeps the file after the container's /tmp has gone.
+    write() copies each, at the end, into a file of this user's made
+    with O_EXCL and renamed to its name, unless that name is a live
+    process's map (flock, as the interpreter's writer holds it) or is
+    the process's own map already."""
+
+    def __init__(self):
+        self.held = {}
+
+    def hold(self, pids):
+        for pid in pids:
+            if pid not in self.held:
+                fd = self._open(pid)
+                if fd is not None:
+                    self.held[pid] = fd
+
+    @staticmethod
+    def _open(pid):
+        nspid = _nspid(pid)
+        owner = credentials_of(pid)
+        if nspid is None or owner is None:
+            return None
+        fds = []
+        try:
+            flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            fds.append(os.open("/proc/%d/root" % pid, os.O_PATH
+                               | os.O_DIRECTORY | os.O_CLOEXEC))
+            fds.append(os.open("tmp", flags, dir_fd=fds[-1]))
+            fd = os.open("perf-%d.map" % nspid, os.O_RDONLY | os.O_NOFOLLOW
+                         | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fds[-1])
+        except OSError:
+            return None
+        finally:
+            for d in fds:
+                os.close(d)
+        try:
+            st = os.fstat(fd)
+            try:
+                here = os.stat("/tmp/perf-%d.map" % pid,
+                               follow_symlinks=False)
+                mine = os.path.samestat(st, here)
+            except OSError:
+                mine = False
+            if stat.S_ISREG(st.st_mode) and st.st_uid == owner.uid \
+                    and not mine:
+                return fd
+        except OSError:
+            pass
+        os.close(fd)
+        return None
+
+    def write(self):
+        for pid in sorted(self.held):
+            fd = self.held.pop(pid)
+            try:
+                self._copy(pid, fd)
+            except OSError as exc:
+                note("could not keep the map of process %d as "
+                     "/tmp/perf-%d.map: %s" % (pid, pid, exc))
+            finally:
+                os.close(fd)
+
+    @staticmethod
+    def _copy(pid, fd):
+        path = "/tmp/perf-%d.map" % pid
+        try:
+            old = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
+                          | os.O_CLOEXEC)
+        except OSError:
+            old = None
+        if old is not None:
+            try:
+                fcntl.flock(old, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except OSError:
+                note("/tmp/perf-%d.map is a live process's: the map of "
+                     "process %d was not kept there" % (pid, pid))
+                return
+            finally:
+                os.close(old)
+        out, staged = tempfile.mkstemp(prefix=".perf-%d.map." % pid,
+                                       dir="/tmp")
+        try:
+            with os.fdopen(out, "wb") as f:
+                os.lseek(fd, 0, os.SEEK_SET)
+                while True:
+                    chunk = os.read(fd, 1 << 20)
+                    if not chunk:
+                        break
+                    f.write(chunk)
+            os.rename(staged, path)
+        except BaseException:
+            os.unlink(staged)
+            raise
+        note("kept a copy of the map of process %d as %s, where perf looks "
+             "for it once the process has ended" % (pid, path))
+
+
 # ---- The files -------------------------------------------------------------
 
 class _Outputs(object):
@@ -1220,15 +1347,22 @@ def _record_pids(perf, args, outputs, signals):
     # (all of them until _activate() has said which it reached: a signal
     # may come while the requests are out)
     turned_on = list(targets.to_activate)
+    maps = _Maps()
+
+    def before_stop():
+        _seal(targets.pids, targets.known)
+        maps.hold(targets.pids + started_since(targets.pids, targets.known))
+
     try:
         turned_on, refused = _activate(targets.to_activate)
         if refused is not None:
             raise RecordError("cannot turn the trampoline on: %s"
                               % refused.text)
+        maps.hold(targets.pids)
         status, err = _run_perf(
             cmd, signals, data, [_command_line(cmd), until],
-            stop_after=args.duration, capture=True,
-            before_stop=lambda: _seal(targets.pids, targets.known))
+            stop_after=args.duration, capture=True, before_stop=before_stop)
+        maps.write()
     finally:
         # Plain stores, with no call before them: the interpreter runs a
         # signal handler only at calls and backward jumps, so no Stopped

@@ -217,14 +217,14 @@ static int
 write_file(int fd, const unsigned char *img, const unsigned char *tail,
            const _PyPerfElfLayout *L, uint64_t *backed, const char **what)
 {
-    *what = "write";
+    *what = "write it";
     if (ftruncate(fd, (off_t)L->file_size) < 0
         || write_at(fd, img, (size_t)L->mapped_end, 0) < 0
         || write_at(fd, tail, (size_t)L->tail_size, L->abbrev_off) < 0)
     {
         return -1;
     }
-    *what = "allocate room for the names in";
+    *what = "allocate room for its names";
     *backed = backed_end(L->strtab_off, 0, L->strtab_size, L->page);
     if (allocate(fd, L->symtab_off, L->symtab_size) < 0
         || allocate(fd, L->strtab_off, *backed) < 0)
@@ -258,7 +258,7 @@ release_range(void *mem, size_t len, int keep)
 static char *
 map_file(int fd, const _PyPerfElfLayout *L, const char **what)
 {
-    *what = "map executable";
+    *what = "map it executable";
     size_t tables_len = (size_t)(L->file_size - L->tables_off);
     size_t len = (size_t)L->map_len + tables_len;
     char *mem = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS,
@@ -273,7 +273,7 @@ map_file(int fd, const _PyPerfElfLayout *L, const char **what)
     {
         goto fail;
     }
-    *what = "map for writing the names";
+    *what = "map it for writing the names";
     if (mmap(mem + L->map_len, tables_len, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_FIXED, fd, (off_t)L->tables_off) == MAP_FAILED)
     {
@@ -297,13 +297,13 @@ static int
 map_file_at(int fd, const _PyPerfElfLayout *L, char *at, const char **what)
 {
     size_t tables_len = (size_t)(L->file_size - L->tables_off);
-    *what = "map for writing the names";
+    *what = "map it for writing the names";
     if (mmap(at + L->map_len, tables_len, PROT_READ | PROT_WRITE,
              MAP_SHARED | MAP_FIXED, fd, (off_t)L->tables_off) == MAP_FAILED)
     {
         return -1;
     }
-    *what = "map executable";
+    *what = "map it executable";
     if (mmap(at, (size_t)L->map_len, PROT_READ | PROT_EXEC,
              MAP_PRIVATE | MAP_FIXED, fd, 0) == MAP_FAILED)
     {
@@ -324,7 +324,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
         return NULL;
     }
     if (at != NULL && L.map_len + (L.file_size - L.tables_off) != at_size) {
-        *what = "lay out in a dead arena's addresses";
+        *what = "lay it out in a dead arena's addresses";
         errno = ERANGE;
         return NULL;
     }
@@ -334,13 +334,13 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
     if (elf == NULL || img == NULL) {
         PyMem_RawFree(elf);
         PyMem_RawFree(img);
-        *what = "allocate memory for";
+        *what = "allocate memory for it";
         errno = ENOMEM;
         return NULL;
     }
     unsigned char *tail = img + L.mapped_end;
     int saved;
-    *what = "describe the trampoline template's frames for";
+    *what = "describe the trampoline template's frames in it";
     if (_PyPerfElfImage_PutCode(img, &L) < 0) {
         goto fail_early;
     }
@@ -348,7 +348,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
     /* Room for its whole size: what it takes once every slot is
        named. */
     uint64_t spare;
-    *what = "find room beside /tmp's reserve for";
+    *what = "find room for it beside /tmp's reserve";
     if (_PyPerf_TmpRoom(-1, L.file_size, &spare) < 0) {
         goto fail_early;
     }
@@ -563,7 +563,7 @@ _PyPerfElf_New(size_t Py_UNUSED(nslots), size_t Py_UNUSED(slot_size),
                char *Py_UNUSED(at), size_t Py_UNUSED(at_size),
                char **Py_UNUSED(code), const char **what)
 {
-    *what = "make an ELF arena file on this platform for";
+    *what = "make one on this platform";
     errno = ENOSYS;
     return NULL;
 }

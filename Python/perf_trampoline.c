@@ -737,14 +737,14 @@ static void
 warn_arena_files(const backend_state *st, int err, const char *what)
 {
     if (st->elsewhere) {
-        _PyPerf_Warn("perf trampoline: cannot %s an ELF file of "
-                     "trampolines in /tmp: %s; functions first called from "
+        _PyPerf_Warn("perf trampoline: an ELF file of trampolines in "
+                     "/tmp: cannot %s: %s; functions first called from "
                      "now on are not named (the map, which would name them, "
                      "is another process's)", what, strerror(err));
         return;
     }
-    _PyPerf_Warn("perf trampoline: cannot %s an ELF file of trampolines in "
-                 "/tmp: %s; new trampolines are in anonymous memory, where "
+    _PyPerf_Warn("perf trampoline: an ELF file of trampolines in /tmp: "
+                 "cannot %s: %s; new trampolines are in anonymous memory, where "
                  "perf record --call-graph dwarf stops unwinding (frame "
                  "pointers and -g are not affected; -X perf_jit with perf "
                  "inject --jit unwinds them)", what, strerror(err));

@@ -36,13 +36,14 @@ INNER_TREE = "/opt/cpython-perf-test-tree"
 
 # Run as root on the host, in new namespaces: $1 the mode (pivot or
 # chroot), $2 the new root (an empty directory of the host), $3 the tree,
-# $4 a host directory to be its /tmp (or "": a tmpfs), then the command.
+# $4 a host directory to be its /tmp (or "": a tmpfs), $5 more options of
+# that tmpfs (",noexec"), then the command.
 # The root is a tmpfs with read-only binds of the host's system
 # directories, the tree, the /tmp, its own /proc.
 CONTAINER_SH = r"""
 set -eu
-mode=$1 root=$2 tree=$3 tmp=$4
-shift 4
+mode=$1 root=$2 tree=$3 tmp=$4 tmpopts=$5
+shift 5
 mount --make-rprivate /
 mount -t tmpfs -o size=16m,mode=0755 container "$root"
 for d in usr lib lib32 lib64 libx32 bin sbin etc; do
@@ -60,7 +61,7 @@ mount -o remount,bind,ro "$root$INNER_TREE"
 if [ -n "$tmp" ]; then
     mount --bind "$tmp" "$root/tmp"
 else
-    mount -t tmpfs -o size=256m,mode=1777 tmp "$root/tmp"
+    mount -t tmpfs -o "size=256m,mode=1777$tmpopts" tmp "$root/tmp"
 fi
 mount -t proc proc "$root/proc"
 mount --rbind /dev "$root/dev"
@@ -109,10 +110,11 @@ def _cmdline(pid):
 class Container:
     """One container; start() runs a command as its pid 1."""
 
-    def __init__(self, test, mode="pivot", tmp=None):
+    def __init__(self, test, mode="pivot", tmp=None, tmp_options=""):
         self.test = test
         self.mode = mode
         self.tmp = tmp                # a host directory as its /tmp
+        self.tmp_options = tmp_options  # else more options of its tmpfs
         self.tree, self.python = _tree()
         self.root = tempfile.mkdtemp(prefix="test_perf_containers_")
         test.addCleanup(self._remove_root)
@@ -134,7 +136,8 @@ class Container:
         # happens to the test)
         return ["unshare", "--pid", "--fork", "--kill-child", "--mount",
                 "--uts", "--ipc", "sh", "-c", script, "sh", self.mode,
-                self.root, self.tree, self.tmp or "", *argv]
+                self.root, self.tree, self.tmp or "", self.tmp_options,
+                *argv]
 
     def start(self, *argv, env=None, stdin=subprocess.DEVNULL,
               stdout=subprocess.PIPE, timeout=30):
@@ -307,8 +310,9 @@ class HostSideTests(unittest.TestCase):
         if problem is not None:
             self.skipTest(problem)
 
-    def start_service(self, *options, mode="pivot", tmp=None):
-        c = Container(self, mode, tmp)
+    def start_service(self, *options, mode="pivot", tmp=None,
+                      tmp_options=""):
+        c = Container(self, mode, tmp, tmp_options)
         pid = c.start("python", *options, "-c", SERVICE)
         # ("PID 1": its pid inside)
         self.assertEqual(c.readline(), b"PID 1\n")
@@ -333,14 +337,26 @@ class HostSideTests(unittest.TestCase):
         with pt.Target(pid, write=False) as target:
             self.assertEqual(target.snapshot().active, 0)
 
-    def test_report_after_the_container_ended(self):
+    def report_after_the_container_ended(self, mode="pivot",
+                                         tmp_options=""):
         # What record wrote reports the container's functions by name
         # when the container and its /tmp are gone, with the command
-        # record says to open it with.
+        # record says to open it with.  The trampolines are in files
+        # (which perf caches) or, on a noexec /tmp, in anonymous memory
+        # that only the map names: record keeps a copy of it where perf
+        # looks once the container is gone, /tmp/perf-HOSTPID.map here.
         self.require_perf()
-        c, pid = self.start_service()
+        c, pid = self.start_service(mode=mode, tmp_options=tmp_options)
         proc = self.record("--pid", pid, "--duration", 2)
+        files = os.listdir(f"/proc/{pid}/root/tmp")
         c.stop()
+        kept = f"/tmp/perf-{pid}.map"
+        if os.path.exists(kept):
+            ph.forget_path(self, kept)
+        if "noexec" in tmp_options:
+            self.assertIn("perf-1.map", files)
+            self.assertFalse([f for f in files if f.startswith("py-perf-")],
+                             files)
         opener = re.search(r"(?m)^wrote \S+\.data\s+open: (perf report .*?)"
                            r" \(or", proc.stdout).group(1)
         report = subprocess.run(
@@ -349,6 +365,40 @@ class HostSideTests(unittest.TestCase):
             env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr[-2000:])
         self.assertIn("py::foo:<string>", report.stdout)
+        self.assertIn(f"kept a copy of the map of process {pid} as {kept}",
+                      proc.stderr)
+
+    def test_report_after_the_container_ended(self):
+        self.report_after_the_container_ended()
+
+    def test_report_after_the_container_ended_noexec_tmp(self):
+        self.report_after_the_container_ended(tmp_options=",noexec")
+
+    def test_report_after_the_container_ended_noexec_tmp_chroot(self):
+        self.report_after_the_container_ended("chroot", ",noexec")
+
+    def test_plain_perf_noexec_tmp_map_copied_out(self):
+        # The howto's plain perf for a noexec /tmp: the map copied out,
+        # named after the host pid, before the container goes.
+        self.require_perf()
+        c, pid = self.start_service("-X", "perf", tmp_options=",noexec")
+        data = os.path.join(self.tmp, "noexec.data")
+        rec = ph.start_perf_record(["-F", "999", *self.call_graph(),
+                                    "-o", data, "-p", str(pid)],
+                                   stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        time.sleep(2)
+        ph.stop_perf_record(rec)
+        kept = f"/tmp/perf-{pid}.map"
+        subprocess.run(["cp", f"/proc/{pid}/root/tmp/perf-1.map", kept],
+                       check=True)
+        ph.forget_path(self, kept)
+        c.stop()
+        self.assertIn("an ELF file of trampolines in /tmp: "
+                      "cannot map it executable", c.stderr)
+        report = self.perf_report(data, "--no-inline", "--children",
+                                  "--sort", "sym", "-g", "none")
+        self.assertIn("py::foo:<string>", report)
 
     def test_two_containers_sharing_tmp(self):
         # Both services are pid 1 in their containers and share one
