@@ -946,7 +946,7 @@ class _Maps(object):
     write() copies each, at the end, into a file of this user's made
     with O_EXCL and renamed to its name, unless that name is a live
     process's map (flock, as the interpreter's writer holds it) or is
-    the process's own map already."""
+    the process's own map already.  An empty map is not copied."""
 
     def __init__(self):
         self.held = {}
@@ -1006,6 +1006,9 @@ class _Maps(object):
 
     @staticmethod
     def _copy(pid, fd):
+        if os.fstat(fd).st_size == 0:
+            # (nothing to name: every trampoline is in a file)
+            return
         path = "/tmp/perf-%d.map" % pid
         try:
             old = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK

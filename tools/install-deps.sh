@@ -27,7 +27,7 @@ esac
 [ -z "$CROSS" ] || CROSS="$CROSS qemu-user"
 PACKAGES="$CROSS build-essential autoconf autoconf2.69 automake autoconf-archive pkg-config git quilt
  linux-perf gdb lldb elfutils debuginfod valgrind strace util-linux hotspot bzip2 llvm-14
- bpftrace
+ bpftrace podman runc
  libssl-dev zlib1g-dev libsqlite3-dev libffi-dev libbz2-dev liblzma-dev
  libreadline-dev libncurses-dev uuid-dev libgdbm-dev libgdbm-compat-dev
  abigail-tools python3-numpy python3-pyelftools python3-numba

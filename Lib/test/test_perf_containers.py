@@ -203,6 +203,104 @@ class Container:
         return line
 
 
+# podman's global options that run a container here, tried in turn: its
+# defaults, then runc with plain cgroup directories (crun refuses a host
+# that mounts cgroup v1 and v2 side by side, as this one's may).
+PODMAN_SETUPS = ([], ["--runtime", "runc", "--cgroup-manager", "cgroupfs"])
+# Limits that a container may set without CAP_SYS_RESOURCE: podman's own
+# are above some hosts' hard limits.
+PODMAN_LIMITS = ["--ulimit", "nofile=1024:1024", "--ulimit",
+                 "nproc=4096:4096"]
+
+
+class Podman:
+    """A container that podman runs from a root file system made here
+    (--rootfs, as from an unpacked image): the host's /usr read-only (its
+    /bin, /lib... as the host has them), the tree read-only at
+    INNER_TREE, its /tmp a directory of that root."""
+
+    def __init__(self, test, setup):
+        self.test = test
+        self.setup = setup
+        self.tree, self.python = _tree()
+        self.root = tempfile.mkdtemp(prefix="test_perf_containers_podman_")
+        test.addCleanup(shutil.rmtree, self.root, ignore_errors=True)
+        self.volumes = ["-v", f"{self.tree}:{INNER_TREE}:ro"]
+        for d in ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = "/" + d
+            if os.path.islink(host):
+                os.symlink(os.readlink(host), os.path.join(self.root, d))
+            elif os.path.isdir(host):
+                self.volumes += ["-v", f"{host}:{host}:ro"]
+        for d in ("tmp", "proc", "dev", "sys", "etc"):
+            os.mkdir(os.path.join(self.root, d))
+        os.chmod(os.path.join(self.root, "tmp"), 0o1777)
+        self.name = os.path.basename(self.root)
+
+    def podman(self, *args, timeout=120):
+        return subprocess.run(["podman", *self.setup, *args],
+                              capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout)
+
+    def run(self, *argv, detach=True):
+        """podman run (-d, or --rm) of `argv` (whose first word may be
+        "python": the interpreter under test, at its path inside)."""
+        argv = [self.python if a == "python" else a for a in argv]
+        if detach:
+            self.test.addCleanup(self.remove)
+        return self.podman("run", "-d" if detach else "--rm",
+                           "--name", self.name, "--network", "none",
+                           *PODMAN_LIMITS, *self.volumes,
+                           "--rootfs", self.root, *argv)
+
+    def remove(self):
+        self.podman("rm", "-f", "-t", "0", self.name)
+
+    def wait_for_line(self, line, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            logs = self.podman("logs", self.name).stdout
+            if line in logs.splitlines():
+                return
+            time.sleep(0.2)
+        self.test.fail(f"no {line!r} from the container within {timeout} "
+                       f"s: {logs!r}")
+
+
+_podman = []
+
+
+def podman_setup():
+    """(the first of PODMAN_SETUPS that runs an empty container here,
+    None), or (None, why none does)."""
+    if _podman:
+        return _podman[0]
+    if os.geteuid() != 0:
+        found = None, "podman's containers here need root"
+    elif shutil.which("podman") is None:
+        found = None, "no podman"
+    else:
+        found = None, "podman runs no container here"
+
+        class Probe(unittest.TestCase):
+            def runTest(self):
+                pass
+        for setup in PODMAN_SETUPS:
+            probe = Probe()
+            try:
+                proc = Podman(probe, setup).run("/bin/true", detach=False)
+            except subprocess.TimeoutExpired:
+                continue
+            finally:
+                probe.doCleanups()
+            if proc.returncode == 0:
+                found = setup, None
+                break
+            found = None, f"podman runs no container here: {proc.stderr}"
+    _podman.append(found)
+    return found
+
+
 def container_problem():
     """Why containers cannot be made here, or None: root, unshare, and an
     empty container that runs /bin/true."""
@@ -298,6 +396,9 @@ class HostSideTests(unittest.TestCase):
             capture_output=True, text=True, stdin=subprocess.DEVNULL,
             env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr)
+        for kept in re.findall(r"kept a copy of the map of process \d+ as "
+                               r"(/tmp/perf-\d+\.map)", proc.stderr):
+            ph.forget_path(self, kept)
         return proc
 
     def folded(self):
@@ -350,13 +451,19 @@ class HostSideTests(unittest.TestCase):
         proc = self.record("--pid", pid, "--duration", 2)
         files = os.listdir(f"/proc/{pid}/root/tmp")
         c.stop()
-        kept = f"/tmp/perf-{pid}.map"
-        if os.path.exists(kept):
-            ph.forget_path(self, kept)
         if "noexec" in tmp_options:
             self.assertIn("perf-1.map", files)
             self.assertFalse([f for f in files if f.startswith("py-perf-")],
                              files)
+        self.assertNamedAfterTheEnd(proc)
+        if "noexec" in tmp_options:
+            self.assertIn(f"kept a copy of the map of process {pid} as "
+                          f"/tmp/perf-{pid}.map", proc.stderr)
+
+    def assertNamedAfterTheEnd(self, proc):
+        """The report of what record (`proc`, its CompletedProcess) wrote,
+        opened as record says, names the functions of the process, which
+        has ended."""
         opener = re.search(r"(?m)^wrote \S+\.data\s+open: (perf report .*?)"
                            r" \(or", proc.stdout).group(1)
         report = subprocess.run(
@@ -365,8 +472,6 @@ class HostSideTests(unittest.TestCase):
             env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
         self.assertEqual(report.returncode, 0, report.stderr[-2000:])
         self.assertIn("py::foo:<string>", report.stdout)
-        self.assertIn(f"kept a copy of the map of process {pid} as {kept}",
-                      proc.stderr)
 
     def test_report_after_the_container_ended(self):
         self.report_after_the_container_ended()
@@ -600,6 +705,31 @@ class HostSideTests(unittest.TestCase):
         # (written by the deactivation at the latest)
         with open(f"/proc/{pid}/root/tmp/perf-1.map") as f:
             self.assertIn(" py::foo:<string>\n", f.read())
+
+    def test_podman(self):
+        # The howto's podman line finds the host pid of a service in a
+        # podman container; record --pid names its functions, while it
+        # runs and after the container was removed.
+        self.require_perf()
+        setup, problem = podman_setup()
+        if problem is not None:
+            self.skipTest(problem)
+        p = Podman(self, setup)
+        started = p.run("python", "-c", SERVICE)
+        self.assertEqual(started.returncode, 0, started.stderr)
+        p.wait_for_line("READY")
+        self.assertIn("PID 1", p.podman("logs", p.name).stdout.splitlines())
+        inspect = subprocess.run(
+            ["podman", "inspect", "--format", "{{.State.Pid}}", p.name],
+            capture_output=True, text=True, timeout=120)
+        self.assertEqual(inspect.returncode, 0, inspect.stderr)
+        pid = int(inspect.stdout)
+        self.assertEqual(_cmdline(pid)[:1], [p.python.encode()])
+        proc = self.record("--pid", pid, "--duration", 2, "--python")
+        self.assertIn("py::foo:<string>", self.folded())
+        p.remove()
+        self.assertFalse(os.path.exists(f"/proc/{pid}"))
+        self.assertNamedAfterTheEnd(proc)
 
     @unittest.skipIf(shutil.which("gdb") is None, "no gdb")
     def test_gdb(self):
