@@ -46,7 +46,7 @@ A file is removed only when all of these hold, checked in this order:
 
 The order closes the races that matter.  A new process that gets the pid
 after step 3 and opens its stale map in place finds it locked (its
-writer refuses a locked file with a warning, visible, rather than
+writer leaves a locked file alone, with a warning, visible, rather than
 writing into a file that is about to go) or finds it gone and makes a
 new one; one that creates a new file (the trampoline files are always
 new: O_EXCL, and the next N when a name is taken) makes another inode,

@@ -357,8 +357,8 @@ def _describe(pid, code, snap):
         path = snap.file
         if snap.active == code == REQ_PERF and not path:
             return True, ("%d: %s on without a map (/tmp/perf-%d.map is "
-                          "another process's): named by its trampoline "
-                          "files alone" % (pid, backend, snap.pid))
+                          "not its own): named by its trampoline files "
+                          "alone" % (pid, backend, snap.pid))
         if snap.active != code or not path:
             # The process changed its state again before the block was
             # read (its own code, or its exit): the file it opened is

@@ -874,17 +874,16 @@ def started_since(pids, known):
     return found
 
 
-def _seal(pids, known):
-    """Have `pids` and the processes they started since (started_since())
-    seal their trampoline files, so that perf, which reads the build-ids
-    when its recording ends, keeps a copy of every file it saw for
-    reports made once the files are gone.  A process that does not know
-    the request (an earlier build) is left as it is; one that runs no
-    Python code now: see SEAL_TIMEOUT (a later request, the restore's,
-    takes the pending one's place)."""
+def _seal(pids):
+    """Have `pids` (the targets and the processes they started since,
+    started_since()) seal their trampoline files, so that perf, which
+    reads the build-ids when its recording ends, keeps a copy of every
+    file it saw for reports made once the files are gone.  A process that
+    does not know the request (an earlier build) is left as it is; one
+    that runs no Python code now: see SEAL_TIMEOUT (a later request, the
+    restore's, takes the pending one's place)."""
     pt = _perf_live
     try:
-        pids = list(pids) + started_since(pids, known)
         outcomes = pt.request_all(pids, pt.REQ_SEAL, SEAL_TIMEOUT)
     except Exception as exc:
         # (a best effort: the recording is what matters)
@@ -936,17 +935,22 @@ class _Maps(object):
     pid the process knows itself by (/tmp/perf-1.map in the container's
     /tmp); once the namespace is gone, it reads /tmp/perf-HOSTPID.map on
     this side instead.  So record keeps a copy there: what names the
-    functions of trampolines that are in no file (a noexec /tmp), or
-    those of a process in a pid namespace that shares this /tmp.
+    functions of trampolines that are in no file (a noexec /tmp).
 
-    hold() opens each map while its process runs (through the process's
-    root, /proc/PID/root, one component at a time, none of them a
-    symlink: the container's file system is not to be trusted); the open
-    descriptor keeps the file after the container's /tmp has gone.
-    write() copies each, at the end, into a file of this user's made
-    with O_EXCL and renamed to its name, unless that name is a live
-    process's map (flock, as the interpreter's writer holds it) or is
-    the process's own map already.  An empty map is not copied."""
+    hold() opens each map while its process runs, through the process's
+    root (/proc/PID/root), one component at a time and none of them a
+    symlink, first with O_PATH (the container's file system is not to be
+    trusted: a device or a FIFO there is never opened).  The map must be
+    a regular file of the process's user on which the process itself
+    holds the writer's lock (/proc/locks): a map of the same name may be
+    another process's (a second container that shares the /tmp, whose
+    interpreter then writes no map).  The open descriptor keeps the file
+    after the container's /tmp has gone.  write() copies each non-empty
+    one, at the end, into a file of this user's made with O_EXCL and
+    renamed to its name, unless that name is a live process's map (its
+    writer's lock), or the copy would eat into /tmp's reserve (the
+    interpreter's: 1 MiB or 2%), or it is the process's own map already
+    (no container).  close() closes what is left."""
 
     def __init__(self):
         self.held = {}
@@ -959,39 +963,56 @@ class _Maps(object):
                     self.held[pid] = fd
 
     @staticmethod
-    def _open(pid):
+    def _locked_by(pid, st):
+        """Does process `pid` hold a flock() on the file of `st`?"""
+        want = "%02x:%02x:%d" % (os.major(st.st_dev), os.minor(st.st_dev),
+                                 st.st_ino)
+        try:
+            with open("/proc/locks") as f:
+                for line in f:
+                    # "N: [-> ]FLOCK ADVISORY WRITE PID MAJ:MIN:INO ..."
+                    words = [w for w in line.split() if w != "->"]
+                    if len(words) >= 6 and words[1] == "FLOCK" \
+                            and words[4] == str(pid) and words[5] == want:
+                        return True
+        except OSError:
+            pass
+        return False
+
+    @classmethod
+    def _open(cls, pid):
         nspid = _nspid(pid)
         owner = credentials_of(pid)
         if nspid is None or owner is None:
             return None
         fds = []
         try:
-            flags = os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+            where = os.O_PATH | os.O_NOFOLLOW | os.O_CLOEXEC
             fds.append(os.open("/proc/%d/root" % pid, os.O_PATH
                                | os.O_DIRECTORY | os.O_CLOEXEC))
-            fds.append(os.open("tmp", flags, dir_fd=fds[-1]))
-            fd = os.open("perf-%d.map" % nspid, os.O_RDONLY | os.O_NOFOLLOW
-                         | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=fds[-1])
+            fds.append(os.open("tmp", where | os.O_DIRECTORY,
+                               dir_fd=fds[-1]))
+            fds.append(os.open("perf-%d.map" % nspid, where,
+                               dir_fd=fds[-1]))
+            st = os.fstat(fds[-1])
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != owner.uid \
+                    or not cls._locked_by(pid, st):
+                return None
+            try:
+                here = os.stat("/tmp/perf-%d.map" % pid,
+                               follow_symlinks=False)
+                if os.path.samestat(st, here):
+                    return None
+            except OSError:
+                pass
+            # (a regular file, checked: now opened for reading)
+            return os.open("/proc/self/fd/%d" % fds[-1], os.O_RDONLY
+                           | os.O_NOCTTY | os.O_NONBLOCK | os.O_CLOEXEC)
         except OSError:
             return None
         finally:
             for d in fds:
                 os.close(d)
-        try:
-            st = os.fstat(fd)
-            try:
-                here = os.stat("/tmp/perf-%d.map" % pid,
-                               follow_symlinks=False)
-                mine = os.path.samestat(st, here)
-            except OSError:
-                mine = False
-            if stat.S_ISREG(st.st_mode) and st.st_uid == owner.uid \
-                    and not mine:
-                return fd
-        except OSError:
-            pass
-        os.close(fd)
-        return None
 
     def write(self):
         for pid in sorted(self.held):
@@ -1004,26 +1025,39 @@ class _Maps(object):
             finally:
                 os.close(fd)
 
+    def close(self):
+        for fd in self.held.values():
+            os.close(fd)
+        self.held = {}
+
     @staticmethod
     def _copy(pid, fd):
-        if os.fstat(fd).st_size == 0:
+        size = os.fstat(fd).st_size
+        if size == 0:
             # (nothing to name: every trampoline is in a file)
             return
         path = "/tmp/perf-%d.map" % pid
         try:
             old = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK
-                          | os.O_CLOEXEC)
+                          | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             old = None
         if old is not None:
             try:
                 fcntl.flock(old, fcntl.LOCK_SH | fcntl.LOCK_NB)
-            except OSError:
-                note("/tmp/perf-%d.map is a live process's: the map of "
-                     "process %d was not kept there" % (pid, pid))
-                return
+            except OSError as exc:
+                if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    note("/tmp/perf-%d.map is a live process's: the map of "
+                         "process %d was not kept there" % (pid, pid))
+                    return
             finally:
                 os.close(old)
+        fs = os.statvfs("/tmp")
+        reserve = max(1 << 20, fs.f_blocks * fs.f_frsize // 50)
+        if size > fs.f_bavail * fs.f_frsize - reserve:
+            note("no room in /tmp to keep the map of process %d (%d bytes) "
+                 "as %s" % (pid, size, path))
+            return
         out, staged = tempfile.mkstemp(prefix=".perf-%d.map." % pid,
                                        dir="/tmp")
         try:
@@ -1353,8 +1387,14 @@ def _record_pids(perf, args, outputs, signals):
     maps = _Maps()
 
     def before_stop():
-        _seal(targets.pids, targets.known)
-        maps.hold(targets.pids + started_since(targets.pids, targets.known))
+        try:
+            pids = targets.pids + started_since(targets.pids, targets.known)
+        except Exception as exc:
+            # (a best effort: the recording is what matters)
+            note("could not list the processes started since: %s" % exc)
+            pids = targets.pids
+        _seal(pids)
+        maps.hold(pids)
 
     try:
         turned_on, refused = _activate(targets.to_activate)
@@ -1375,6 +1415,7 @@ def _record_pids(perf, args, outputs, signals):
         try:
             _restore(turned_on, targets.known)
         finally:
+            maps.close()
             signals.mode = previous
     if not data_written(data):
         raise RecordError("perf record failed (exit status %d): %s"

@@ -196,10 +196,18 @@ arena_of(const char *p)
 static struct {
     int use;                      /* 1 while they work, 0 after the first
                                      failure */
+    int required;                 /* no anonymous arena instead
+                                     (_PyPerfArena_RequireFiles()) */
     int pending;
     int err;
     const char *what;
 } files = {.use = 1};
+
+void
+_PyPerfArena_RequireFiles(int required)
+{
+    files.required = required;
+}
 
 int
 _PyPerfArena_FilesInUse(void)
@@ -562,10 +570,12 @@ arena_new(size_t slot_size)
         goto fail;
     }
     char *mem = NULL;
+    int file_err = files.err;
     if (files.use) {
         const char *what;
         a->elf = _PyPerfElf_New(nslots, slot_size, NULL, 0, &mem, &what);
         int err = errno;
+        file_err = err;
         if (a->elf == NULL && err != ENOMEM) {
             /* A lack of room is waited out: this arena is anonymous, the
                next one a file again if there is room.  Any other failure
@@ -576,6 +586,25 @@ arena_new(size_t slot_size)
             files.err = err;
             files.what = what;
         }
+    }
+    if (a->elf == NULL && files.required) {
+        /* No anonymous arena: the map that would name it is not this
+           process's.  A lack of room is waited out like a lack of
+           mappings; a failure for good is the file's errno. */
+        int err = file_err;
+        munmap(info, info_size);
+        PyMem_RawFree(a);
+        if (files.use) {
+            PyOS_snprintf(maps_room.why, sizeof(maps_room.why),
+                          "no room for a trampoline file in /tmp (%s), and "
+                          "the map that would name trampolines outside "
+                          "such files is not this process's",
+                          strerror(err));
+            refuse_arenas();
+            err = ENOMEM;
+        }
+        errno = err != 0 ? err : EPERM;
+        return NULL;
     }
     if (a->elf == NULL) {
         mem = anonymous_code(size, slot_size, nslots);

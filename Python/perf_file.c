@@ -65,6 +65,7 @@ struct _PyPerfFile {
     long pid;                     /* the pid in the file name */
     int kept;                     /* the file had records when opened */
     char path[64];
+    int taken;                    /* _PyPerfFile_Taken(): its errno */
     const char *fail_what;        /* _PyPerfFile_SetFailure(), or NULL */
     const char *fail_detail;
     int later;                    /* _PyPerfFile_Later() */
@@ -220,6 +221,7 @@ _PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
 {
     file->pid = (long)getpid();
     file->kept = 0;
+    file->taken = 0;
     file->fail_what = NULL;
     PyOS_snprintf(file->path, sizeof(file->path), path_format, file->pid);
     /* Readable too: the jitdump backend maps its file. */
@@ -227,6 +229,15 @@ _PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
                   O_RDWR | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK
                   | O_CLOEXEC, 0600);
     if (fd < 0) {
+        struct stat there;
+        int saved = errno;
+        if (saved == EACCES && lstat(file->path, &there) == 0
+            && S_ISREG(there.st_mode) && there.st_uid != geteuid())
+        {
+            file->taken = saved;
+            _PyPerfFile_SetFailure(file, "use", " (another user's file)");
+        }
+        errno = saved;
         return -1;
     }
     TEST_POINT("opened");
@@ -235,11 +246,17 @@ _PyPerfFile_Open(_PyPerfFile *file, const char *path_format)
         goto fail;
     }
     if (!S_ISREG(st.st_mode) || st.st_uid != geteuid() || st.st_nlink != 1) {
+        file->taken = EPERM;
+        _PyPerfFile_SetFailure(file, "use",
+                               st.st_uid != geteuid()
+                               ? " (another user's file)"
+                               : " (not a regular file with one link)");
         errno = EPERM;
         goto fail;
     }
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
         if (errno == EWOULDBLOCK) {
+            file->taken = EBUSY;
             _PyPerfFile_SetFailure(file, "use",
                                    " (another live process with this pid "
                                    "holds it: one in another pid "
@@ -564,6 +581,22 @@ _PyPerfFile_SetFailure(_PyPerfFile *file, const char *what,
 {
     file->fail_what = what;
     file->fail_detail = detail;
+}
+
+int
+_PyPerfFile_Taken(const _PyPerfFile *file)
+{
+    return file->taken != 0;
+}
+
+void
+_PyPerfFile_WarnTakenMap(const _PyPerfFile *file, const char *backend)
+{
+    _PyPerf_Warn("perf trampoline: cannot use %s%s: %s; this process writes "
+                 "no map, and perf names its functions by its trampoline "
+                 "files alone (/tmp/py-perf-*.so); the %s backend stays on",
+                 file->path, file->fail_detail ? file->fail_detail : "",
+                 strerror(file->taken), backend);
 }
 
 int

@@ -555,6 +555,10 @@ extern const char *_PyPerfArena_TakeRoomFailure(void);
 extern int _PyPerfArena_ShareTaken(void);
 /* Do new arenas go in files (not yet failed, and built with them)? */
 extern int _PyPerfArena_FilesInUse(void);
+/* While `required`, an arena file that cannot be made fails the arena
+   (ENOMEM for a lack of room, waited out; else the file's errno) rather
+   than giving an anonymous one. */
+extern void _PyPerfArena_RequireFiles(int required);
 
 /* ---- Code objects' trampolines (Python/perf_codes.c) ------------------ */
 
@@ -564,9 +568,10 @@ typedef struct {
     _PyPerfFile *file;            /* NULL until first activated */
     size_t slot_size;             /* trampoline spacing it needs */
     int bit;                      /* its bit in _PyPerfSlot.described */
-    int elsewhere;                /* on without a file: the map is another
-                                     live process's (our pid in another pid
-                                     namespace that shares /tmp), and the
+    int elsewhere;                /* on without a file: the map's name is
+                                     taken (_PyPerfFile_Taken(): our pid
+                                     in another pid namespace that shares
+                                     /tmp, another user's file), and the
                                      arena files alone name trampolines */
 } _PyPerfBackendState;
 
@@ -656,6 +661,15 @@ extern _PyPerfFile *_PyPerfFile_New(void);
    link that no other process holds, and emptying a stale one.  0, or -1
    with errno set. */
 extern int _PyPerfFile_Open(_PyPerfFile *file, const char *path_format);
+/* After a failed _PyPerfFile_Open(): was the name taken by a file that is
+   not this process's to write (another live process holds it, or it is
+   another user's, or not a regular file with one link)?  Not for a
+   symbolic link, nor for a failure to create a file that is not there. */
+extern int _PyPerfFile_Taken(const _PyPerfFile *file);
+/* The RuntimeWarning of a perf map that _PyPerfFile_Taken() found taken,
+   when the backend goes on without it. */
+extern void _PyPerfFile_WarnTakenMap(const _PyPerfFile *file,
+                                     const char *backend);
 /* Let go of the descriptor without touching the file (the child of
    fork(): it is the parent's). */
 extern void _PyPerfFile_Drop(_PyPerfFile *file);

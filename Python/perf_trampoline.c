@@ -55,7 +55,12 @@
  * writer (Python/perf_file.c) owns everything else about the files: safe
  * creation in /tmp, appending whole records among other writers, stale
  * files.  Failure to create or write a file, or to map executable memory,
- * is a RuntimeWarning; the backend turns off and the program runs on.  A
+ * is a RuntimeWarning; the backend turns off and the program runs on.
+ * One exception: a perf map whose name is taken (another live process
+ * with our pid, from another pid namespace that shares /tmp; another
+ * user's file) leaves the backend on without it, with a warning, its
+ * trampolines named by their arena files alone and none put in anonymous
+ * memory, which perf would look up in that map.  A
  * lack of room is waited out instead, with one warning and the backend
  * on: a full /tmp (or its reserve reached, a quota, a size limit) leaves
  * new trampolines unnamed by the files until there is room; no memory or
@@ -371,15 +376,18 @@ open_backend(backend_state *st, int may_be_elsewhere)
     }
     if (!_PyPerfFile_IsOpen(st->file)) {
         if (_PyPerfFile_Open(st->file, st->backend->path_format) < 0) {
-            /* Our pid's map, held by another live process: one of another
-               pid namespace that shares /tmp.  perf reads the same map for
-               both, so it can tell them apart only by the arena files:
-               the backend goes on with those alone.  (The jitdump has no
-               such way: perf inject takes a dump by its name.) */
+            /* Our pid's map is not ours to write: another live process
+               holds it (one of another pid namespace that shares /tmp;
+               perf reads the same map for both), or another user's file
+               is there.  The arena files name trampolines by themselves,
+               so the backend goes on with those alone, and no arena is
+               made in anonymous memory, which perf would look up in that
+               map.  (The jitdump has no such way: perf inject takes a
+               dump by its name.) */
             if (!may_be_elsewhere) {
                 return -1;
             }
-            st->elsewhere = errno == EBUSY
+            st->elsewhere = _PyPerfFile_Taken(st->file)
                             && st->backend == &_PyPerf_MapBackend
                             && _PyPerfArena_FilesInUse();
             if (!st->elsewhere) {
@@ -414,6 +422,7 @@ deactivate_locked(void)
         _PyInterpreterState_SetEvalFrameFunc(interp, NULL);
     }
     core.active = NULL;
+    _PyPerfArena_RequireFiles(0);
     /* The records that wait: readers of an inactive process's files
        expect them all. */
     flush_files();
@@ -522,6 +531,7 @@ switch_to(backend_state *st, PyInterpreterState *interp)
     if (result == SWITCHED || result == SWITCHED_NO_ROOM) {
         deactivate_locked();
         core.active = st;
+        _PyPerfArena_RequireFiles(st->elsewhere);
         _PyPerf_hook = _PyPerfTrampoline_EvalFrame;
         _PyInterpreterState_SetEvalFrameFunc(interp,
                                              _PyPerfTrampoline_EvalFrame);
@@ -606,12 +616,7 @@ _PyPerf_Activate(const char *name)
         return 1;
     }
     if (st->elsewhere) {
-        _PyPerf_Warn("perf trampoline: %s is held by another live process "
-                     "with this pid (in another pid namespace that shares "
-                     "/tmp): this process writes no map, and perf names "
-                     "its functions by its trampoline files alone "
-                     "(/tmp/py-perf-*.so); the %s backend stays on",
-                     _PyPerfFile_Path(st->file), st->backend->name);
+        _PyPerfFile_WarnTakenMap(st->file, st->backend->name);
     }
     /* (the backend that was active may have lost its last block) */
     _PyPerf_WarnLostRecords();
@@ -646,6 +651,13 @@ _PyPerfFile *
 _PyPerf_OpenMap(void)
 {
     backend_state *st = &core.backends[0];
+    if (core.active == st && st->elsewhere) {
+        /* (the trampolines' records stay out of it while they are on:
+           the map of another process, or a file opened later that would
+           lack the records of the trampolines made meanwhile) */
+        errno = EBUSY;
+        return NULL;
+    }
     return open_backend(st, 0) < 0 ? NULL : st->file;
 }
 
@@ -731,18 +743,10 @@ _PyPerfTrampoline_Fini(void)
 /* ---- The call path ------------------------------------------------------ */
 
 /* Arena files stopped working (Python/perf_arena.c): said once, as a
-   RuntimeWarning; the backend stays on, its trampolines now anonymous
-   (and unnamed, without a map of ours). */
+   RuntimeWarning; the backend stays on, its trampolines now anonymous. */
 static void
-warn_arena_files(const backend_state *st, int err, const char *what)
+warn_arena_files(int err, const char *what)
 {
-    if (st->elsewhere) {
-        _PyPerf_Warn("perf trampoline: an ELF file of trampolines in "
-                     "/tmp: cannot %s: %s; functions first called from "
-                     "now on are not named (the map, which would name them, "
-                     "is another process's)", what, strerror(err));
-        return;
-    }
     _PyPerf_Warn("perf trampoline: an ELF file of trampolines in /tmp: "
                  "cannot %s: %s; new trampolines are in anonymous memory, where "
                  "perf record --call-graph dwarf stops unwinding (frame "
@@ -798,11 +802,14 @@ warn_arena_file_failure(const backend_state *st)
     const char *what;
     int err = _PyPerfArena_TakeFileFailure(&what);
     if (err != 0 && _PyPerf_IsNoRoom(err)) {
-        errno = err;
-        warn_no_room(st);
+        /* (without a map, the arenas' refusal says it: warn_no_arena) */
+        if (!st->elsewhere) {
+            errno = err;
+            warn_no_room(st);
+        }
     }
     else if (err != 0) {
-        warn_arena_files(st, err, what);
+        warn_arena_files(err, what);
     }
 }
 
@@ -840,7 +847,16 @@ _PyPerf_NewTrampoline(PyCodeObject *code)
         _PyPerf_Deactivate();
         /* An arena file that failed first is part of the same story. */
         const char *what;
-        (void)_PyPerfArena_TakeFileFailure(&what);
+        int file_err = _PyPerfArena_TakeFileFailure(&what);
+        if (st->elsewhere && file_err != 0) {
+            /* No file, and no map to name anonymous memory. */
+            _PyPerf_Warn("perf trampoline: an ELF file of trampolines in "
+                         "/tmp: cannot %s: %s; without one, and without a "
+                         "map of its own, this process cannot name its "
+                         "functions: the %s backend is off", what,
+                         strerror(file_err), st->backend->name);
+            return NULL;
+        }
         /* errno says why: an address space limit, a policy that forbids
            executable mappings. */
         errno = saved;

@@ -37,7 +37,7 @@ INNER_TREE = "/opt/cpython-perf-test-tree"
 # Run as root on the host, in new namespaces: $1 the mode (pivot or
 # chroot), $2 the new root (an empty directory of the host), $3 the tree,
 # $4 a host directory to be its /tmp (or "": a tmpfs), $5 more options of
-# that tmpfs (",noexec"), then the command.
+# that /tmp (",noexec"), then the command.
 # The root is a tmpfs with read-only binds of the host's system
 # directories, the tree, the /tmp, its own /proc.
 CONTAINER_SH = r"""
@@ -60,6 +60,9 @@ mount --rbind "$tree" "$root$INNER_TREE"
 mount -o remount,bind,ro "$root$INNER_TREE"
 if [ -n "$tmp" ]; then
     mount --bind "$tmp" "$root/tmp"
+    if [ -n "$tmpopts" ]; then
+        mount -o "remount,bind$tmpopts" "$root/tmp"
+    fi
 else
     mount -t tmpfs -o "size=256m,mode=1777$tmpopts" tmp "$root/tmp"
 fi
@@ -114,7 +117,7 @@ class Container:
         self.test = test
         self.mode = mode
         self.tmp = tmp                # a host directory as its /tmp
-        self.tmp_options = tmp_options  # else more options of its tmpfs
+        self.tmp_options = tmp_options  # more options of its /tmp
         self.tree, self.python = _tree()
         self.root = tempfile.mkdtemp(prefix="test_perf_containers_")
         test.addCleanup(self._remove_root)
@@ -140,17 +143,20 @@ class Container:
                 *argv]
 
     def start(self, *argv, env=None, stdin=subprocess.DEVNULL,
-              stdout=subprocess.PIPE, timeout=30):
-        """Run `argv` (its first word may be "python": the interpreter
-        under test, at its path inside) as the container's pid 1; returns
-        its pid on the host, once it runs `argv`."""
+              stdout=subprocess.PIPE, timeout=30, program=None):
+        """Run `argv` (a word may be "python": the interpreter under
+        test, at its path inside) as the container's pid 1; returns its
+        pid on the host, once it runs `program` (argv[0] unless the
+        command execs another one, such as setpriv)."""
         argv = [self.python if a == "python" else a for a in argv]
         self.proc = subprocess.Popen(
             self.command(argv), stdin=stdin, stdout=stdout,
             stderr=subprocess.PIPE,
             env=env if env is not None else ph.env_with())
         self.test.addCleanup(self.stop)
-        want = argv[0].encode()
+        if program == "python":
+            program = self.python
+        want = (program or argv[0]).encode()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for child in _children(self.proc.pid):
@@ -287,9 +293,11 @@ def podman_setup():
                 pass
         for setup in PODMAN_SETUPS:
             probe = Probe()
+            p = Podman(probe, setup)
             try:
-                proc = Podman(probe, setup).run("/bin/true", detach=False)
+                proc = p.run("/bin/true", detach=False)
             except subprocess.TimeoutExpired:
+                p.remove()
                 continue
             finally:
                 probe.doCleanups()
@@ -395,10 +403,10 @@ class HostSideTests(unittest.TestCase):
              "-o", self.name, *map(str, args)],
             capture_output=True, text=True, stdin=subprocess.DEVNULL,
             env=ph.env_with(HOME=ph.buildid_home()), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
         for kept in re.findall(r"kept a copy of the map of process \d+ as "
                                r"(/tmp/perf-\d+\.map)", proc.stderr):
             ph.forget_path(self, kept)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
         return proc
 
     def folded(self):
@@ -495,8 +503,9 @@ class HostSideTests(unittest.TestCase):
         time.sleep(2)
         ph.stop_perf_record(rec)
         kept = f"/tmp/perf-{pid}.map"
-        subprocess.run(["cp", f"/proc/{pid}/root/tmp/perf-1.map", kept],
-                       check=True)
+        self.assertFalse(os.path.lexists(kept))
+        subprocess.run(["cp", "--remove-destination",
+                        f"/proc/{pid}/root/tmp/perf-1.map", kept], check=True)
         ph.forget_path(self, kept)
         c.stop()
         self.assertIn("an ELF file of trampolines in /tmp: "
@@ -512,8 +521,7 @@ class HostSideTests(unittest.TestCase):
         # a map: its arena files (whose names are chosen free) name its
         # functions, and perf reads each process's own files.
         self.require_perf()
-        shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
-        self.addCleanup(shutil.rmtree, shared, ignore_errors=True)
+        shared = self.shared_tmp()
         first, first_pid = self.start_service("-X", "perf", tmp=shared)
         second, second_pid = self.start_service("-X", "perf", tmp=shared)
         with pt.Target(first_pid, write=False) as target:
@@ -537,15 +545,101 @@ class HostSideTests(unittest.TestCase):
         named = {int(p) for p in re.findall(
             r"(?m)^.*?(\d+):\S+\s+\[\.\] py::foo:<string>", report)}
         self.assertEqual(named, {first_pid, second_pid}, report[-3000:])
+        # record: the map by the second's name is the first's (written
+        # out by an activation while on), not to be kept as the second's
+        self.perf_trampoline("activate", first_pid)
+        self.assertGreater(os.path.getsize(os.path.join(shared,
+                                                        "perf-1.map")), 0)
+        proc = self.record("--pid", second_pid, "--duration", 1, "--python")
+        self.assertIn("py::foo:<string>", self.folded())
+        self.assertNotIn("kept a copy", proc.stderr)
         second.stop()
-        self.assertIn("RuntimeWarning: perf trampoline: /tmp/perf-1.map is "
-                      "held by another live process", second.stderr)
+        self.assertIn("RuntimeWarning: perf trampoline: cannot use "
+                      "/tmp/perf-1.map (another live process with this pid "
+                      "holds it: one in another pid namespace that shares "
+                      "/tmp): Device or resource busy; this process writes "
+                      "no map, and perf names its functions by its "
+                      "trampoline files alone (/tmp/py-perf-*.so); the perf "
+                      "backend stays on", second.stderr)
+
+    def shared_tmp(self):
+        shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
+        os.chmod(shared, 0o1777)
+        self.addCleanup(shutil.rmtree, shared, ignore_errors=True)
+        return shared
+
+    def test_two_containers_sharing_tmp_as_two_users(self):
+        # The second service runs as another user: the map there is
+        # another user's file, which it may not even open.  It goes on
+        # without a map too.
+        if shutil.which("setpriv") is None:
+            self.skipTest("no setpriv (util-linux)")
+        shared = self.shared_tmp()
+        first, first_pid = self.start_service("-X", "perf", tmp=shared)
+        c = Container(self, tmp=shared)
+        pid = c.start("setpriv", "--reuid=65534", "--regid=65534",
+                      "--clear-groups", "python", "-X", "perf", "-c",
+                      SERVICE, program="python")
+        line = c.readline()
+        if line != b"PID 1\n":
+            c.stop()
+            self.skipTest(f"the interpreter does not run as user 65534 "
+                          f"here: {line!r} {c.stderr[-500:]}")
+        self.assertEqual(c.readline(), b"READY\n")
+        with pt.Target(pid, write=False) as target:
+            snap = target.snapshot()
+            self.assertEqual((snap.active, snap.file), (1, ""))
+        c.stop()
+        self.assertIn("RuntimeWarning: perf trampoline: cannot use "
+                      "/tmp/perf-1.map (another user's file): Permission "
+                      "denied; this process writes no map", c.stderr)
+        self.assertTrue(any(n.startswith("py-perf-1-")
+                            and os.stat(os.path.join(shared, n)).st_uid
+                            == 65534 for n in os.listdir(shared)))
+
+    def test_two_containers_sharing_a_noexec_tmp(self):
+        # No trampoline file can be made there: the first names its
+        # anonymous trampolines in the map; the second has neither, and
+        # turns its backend off rather than have perf look its anonymous
+        # trampolines up in the first one's map.
+        shared = self.shared_tmp()
+        first, first_pid = self.start_service("-X", "perf", tmp=shared,
+                                              tmp_options=",noexec")
+        second, second_pid = self.start_service("-X", "perf", tmp=shared,
+                                                tmp_options=",noexec")
+        with pt.Target(first_pid, write=False) as target:
+            self.assertEqual(target.snapshot().active, 1)
+        with pt.Target(second_pid, write=False) as target:
+            self.assertEqual(target.snapshot().active, 0)
+        second.stop()
+        self.assertIn("RuntimeWarning: perf trampoline: an ELF file of "
+                      "trampolines in /tmp: cannot map it executable: "
+                      "Operation not permitted; without one, and without a "
+                      "map of its own, this process cannot name its "
+                      "functions: the perf backend is off", second.stderr)
+        self.assertEqual(second.stderr.count("RuntimeWarning"), 2,
+                         second.stderr)
+
+    def test_two_containers_sharing_tmp_c_api(self):
+        # The C API does not write to the map while the trampolines go
+        # on without it: it is another process's.
+        shared = self.shared_tmp()
+        first, first_pid = self.start_service("-X", "perf", tmp=shared)
+        c = Container(self, tmp=shared)
+        c.start("python", "-X", "perf", "-c", textwrap.dedent('''\
+            import _testinternalcapi
+            print(_testinternalcapi.write_perf_map_entry(0x1234, 1,
+                                                         "from_second"))
+            '''))
+        self.assertEqual(c.readline(), b"-1\n")
+        c.stop()
+        with open(os.path.join(shared, "perf-1.map")) as f:
+            self.assertNotIn("from_second", f.read())
 
     def test_two_containers_sharing_tmp_jitdump(self):
         # perf inject takes a dump by its name: the second process's
         # perf_jit backend stays off, with a warning that says why.
-        shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
-        self.addCleanup(shutil.rmtree, shared, ignore_errors=True)
+        shared = self.shared_tmp()
         first, first_pid = self.start_service("-X", "perf_jit", tmp=shared)
         second, second_pid = self.start_service("-X", "perf_jit",
                                                 tmp=shared)
@@ -728,7 +822,7 @@ class HostSideTests(unittest.TestCase):
         proc = self.record("--pid", pid, "--duration", 2, "--python")
         self.assertIn("py::foo:<string>", self.folded())
         p.remove()
-        self.assertFalse(os.path.exists(f"/proc/{pid}"))
+        self.assertNotEqual(_cmdline(pid)[:1], [p.python.encode()])
         self.assertNamedAfterTheEnd(proc)
 
     @unittest.skipIf(shutil.which("gdb") is None, "no gdb")

@@ -204,10 +204,11 @@ class TestPerfMapFile(PerfTestCase):
 
     def test_same_pid_in_another_namespace(self):
         # Two pid namespaces that share /tmp: both interpreters are pid 1
-        # and want /tmp/perf-1.map.  The second gets a warning and leaves
-        # the file alone; the first writes on, undisturbed (truncated
-        # under it, its file would lose the lines written before, and perf
-        # the names of its functions).
+        # and want /tmp/perf-1.map.  The second gets a warning, leaves the
+        # file alone and goes on without a map (its trampoline files name
+        # its functions: test_perf_containers); the first writes on,
+        # undisturbed (truncated under it, its file would lose the lines
+        # written before, and perf the names of its functions).
         pid1 = pid_namespace_command(self)
         path = map_path(1)
         os_helper.unlink(path)
@@ -231,8 +232,10 @@ class TestPerfMapFile(PerfTestCase):
         out, err = first.communicate("go\n", timeout=300)
         forget_path(self, path)
         self.assertEqual((second.returncode, second.stdout), (0, "2\n"))
-        self.assertIn(f"RuntimeWarning: perf trampoline: cannot create "
-                      f"{path}", second.stderr)
+        self.assertIn(f"RuntimeWarning: perf trampoline: cannot use {path} "
+                      f"(another live process with this pid holds it",
+                      second.stderr)
+        self.assertIn("the perf backend stays on", second.stderr)
         self.assertEqual(first.returncode, 0, err)
         self.assertEqual(out.split()[-1], str(sum(range(3000))))
         names = {line.split(" ", 2)[2] for line in read_map_file(path)}
