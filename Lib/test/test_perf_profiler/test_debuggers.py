@@ -488,7 +488,7 @@ class DebuggerTests(unittest.TestCase):
                      "-X", backend, self.script, "interrupt"],
                     capture_output=True, text=True, timeout=300)
                 text = out.stdout + out.stderr
-                self.assertIn("cannot map executable", text)
+                self.assertIn("cannot map it executable", text)
                 self.assert_python_frames(text)
 
     def kernel_core(self, backend):
