@@ -172,12 +172,17 @@ class Container:
 
     def stop(self):
         """SIGKILL its pid 1 (the only signal the init of a pid namespace
-        takes from outside without a handler) and unshare (whose death
-        kills the rest), and wait for them; keep what it wrote to its
-        stderr."""
+        takes from outside without a handler; its death ends the rest)
+        and unshare, and wait for them; keep what it wrote to its stderr.
+        The pid 1 is unshare's child whether start() found it or not: a
+        program that changed its user (setpriv) no longer gets the
+        signal that unshare --kill-child asked for."""
         if self.proc is None or self.proc.stderr.closed:
             return
-        for pid in ([self.pid] if self.pid else []) + [self.proc.pid]:
+        inits = set(_children(self.proc.pid))
+        if self.pid:
+            inits.add(self.pid)
+        for pid in sorted(inits) + [self.proc.pid]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
