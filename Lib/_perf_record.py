@@ -915,19 +915,6 @@ def _restore(pids, known=()):
             note("could not turn the trampoline off again: %s" % out.text)
 
 
-def _nspid(pid):
-    """The pid of `pid` in its own pid namespace (NSpid's last field),
-    or None."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("NSpid:"):
-                    return int(line.split()[-1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 class _Maps(object):
     """The perf maps of target processes that perf, reporting after they
     have ended, would look for in vain.  perf reads the map of a process
@@ -981,9 +968,9 @@ class _Maps(object):
 
     @classmethod
     def _open(cls, pid):
-        nspid = _nspid(pid)
+        nspid = _perf_live.ns_pid(pid)
         owner = credentials_of(pid)
-        if nspid is None or owner is None:
+        if owner is None:
             return None
         fds = []
         try:

@@ -567,6 +567,21 @@ class HostSideTests(unittest.TestCase):
                       "trampoline files alone (/tmp/py-perf-*.so); the perf "
                       "backend stays on", second.stderr)
 
+    def second_left_off(self, backend, active, tmp_options=""):
+        """Two services with -X `backend` that share a /tmp (with
+        `tmp_options`): the first is on (`active`, the block's code), the
+        second off.  The second's stderr, once it has been stopped."""
+        shared = self.shared_tmp()
+        first, first_pid = self.start_service("-X", backend, tmp=shared,
+                                              tmp_options=tmp_options)
+        second, second_pid = self.start_service("-X", backend, tmp=shared,
+                                                tmp_options=tmp_options)
+        for pid, want in ((first_pid, active), (second_pid, 0)):
+            with pt.Target(pid, write=False) as target:
+                self.assertEqual(target.snapshot().active, want)
+        second.stop()
+        return second.stderr
+
     def shared_tmp(self):
         shared = tempfile.mkdtemp(prefix="test_perf_containers_tmp_")
         os.chmod(shared, 0o1777)
@@ -607,23 +622,13 @@ class HostSideTests(unittest.TestCase):
         # anonymous trampolines in the map; the second has neither, and
         # turns its backend off rather than have perf look its anonymous
         # trampolines up in the first one's map.
-        shared = self.shared_tmp()
-        first, first_pid = self.start_service("-X", "perf", tmp=shared,
-                                              tmp_options=",noexec")
-        second, second_pid = self.start_service("-X", "perf", tmp=shared,
-                                                tmp_options=",noexec")
-        with pt.Target(first_pid, write=False) as target:
-            self.assertEqual(target.snapshot().active, 1)
-        with pt.Target(second_pid, write=False) as target:
-            self.assertEqual(target.snapshot().active, 0)
-        second.stop()
+        stderr = self.second_left_off("perf", 1, tmp_options=",noexec")
         self.assertIn("RuntimeWarning: perf trampoline: an ELF file of "
                       "trampolines in /tmp: cannot map it executable: "
                       "Operation not permitted; without one, and without a "
                       "map of its own, this process cannot name its "
-                      "functions: the perf backend is off", second.stderr)
-        self.assertEqual(second.stderr.count("RuntimeWarning"), 2,
-                         second.stderr)
+                      "functions: the perf backend is off", stderr)
+        self.assertEqual(stderr.count("RuntimeWarning"), 2, stderr)
 
     def test_two_containers_sharing_tmp_c_api(self):
         # The C API does not write to the map while the trampolines go
@@ -644,20 +649,12 @@ class HostSideTests(unittest.TestCase):
     def test_two_containers_sharing_tmp_jitdump(self):
         # perf inject takes a dump by its name: the second process's
         # perf_jit backend stays off, with a warning that says why.
-        shared = self.shared_tmp()
-        first, first_pid = self.start_service("-X", "perf_jit", tmp=shared)
-        second, second_pid = self.start_service("-X", "perf_jit",
-                                                tmp=shared)
-        with pt.Target(first_pid, write=False) as target:
-            self.assertEqual(target.snapshot().active, 2)
-        with pt.Target(second_pid, write=False) as target:
-            self.assertEqual(target.snapshot().active, 0)
-        second.stop()
+        stderr = self.second_left_off("perf_jit", 2)
         self.assertIn("RuntimeWarning: perf trampoline: cannot use "
                       "/tmp/jit-1.dump (another live process with this pid "
                       "holds it: one in another pid namespace that shares "
                       "/tmp): Device or resource busy; the perf_jit backend "
-                      "is off", second.stderr)
+                      "is off", stderr)
 
     def test_record_pid_chroot(self):
         # A container whose root was changed with chroot: record turns
