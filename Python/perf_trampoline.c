@@ -164,6 +164,10 @@
    says why a variable). */
 _PyFrameEvalFunction _PyPerf_hook;
 
+/* make_pending_calls()'s `busy`, one for both compilations of ceval.c
+   (Python/perf_lines_eval.h). */
+int _PyPerf_pending_calls_busy;
+
 void (*_PyPerf_observer)(int event);
 
 /* Tell the observer, if any (Python/perf_live.c), of `event`. */

@@ -24,6 +24,10 @@ extern "C" {
 #  define PERF_TRAMPOLINE_HIDDEN
 #endif
 
+/* make_pending_calls()'s guard against nesting, which ceval.c's two
+   compilations share (Python/perf_lines_eval.h). */
+extern PERF_TRAMPOLINE_HIDDEN int _PyPerf_pending_calls_busy;
+
 /* The PEP 523 evaluator installed while a backend is active.  It runs
    `frame` through the code object's own trampoline, giving a new code
    object its trampoline first.  ceval.c compares interp->eval_frame

@@ -1,0 +1,142 @@
+/*
+ * cpython-perf: the line stores of the second evaluator (-X perf_lines).
+ *
+ * Why a second evaluator
+ * ----------------------
+ * Python/ceval.c is compiled twice (Makefile.pre.in): once as itself, and
+ * once with Py_PERF_LINES defined, where its evaluator is called
+ * _PyPerf_EvalFrameLines and objcopy makes every other symbol of that
+ * object local.  ceval.c includes this file in both compilations, after
+ * its INSTRUCTION_START.  In the first, this file adds nothing to the
+ * evaluator: with lines off, and with -X perf without lines, the
+ * interpreter runs the instructions it ran before lines existed.  Only
+ * the line trampolines (Python/asm_trampoline.S) call the second one.
+ *
+ * What it stores
+ * --------------
+ * A line trampoline gives the evaluator's native frame a second frame
+ * record, whose return-address field -- the line slot -- is data that is
+ * never returned through: the address of one of the trampoline's pads,
+ * 2 bytes of never-executed code per code unit of the function, each with
+ * the line of its code unit in the arena file's line table.  perf, gdb and
+ * elfutils read the slot as a return address: they name it py::F and give
+ * the pad's line.  So the evaluator keeps the slot at the pad of the
+ * instruction it runs:
+ *
+ *     slot = (char *)next_instr + delta,  delta = pads - first_instr
+ *
+ * next_instr advances 2 bytes per code unit, so that is the pad of the
+ * code unit after the instruction's own (the line table is laid out for
+ * it: Python/perf_lines.c).  The slot is 24 bytes above the evaluator's
+ * CFA (__builtin_dwarf_cfa()), and delta in the word at the CFA, which the
+ * trampoline reserves: as a local, delta would live in a register or
+ * spill slot for the whole evaluator, and GCC lays its hot paths out
+ * differently (7 more instructions per call on fib, measured;
+ * Doc/cpython-perf/design-lines.md, 4.7).  The trampoline writes the
+ * address of pad 0 into the slot; the entry computes delta from it.
+ *
+ * Not every instruction stores (3 instructions each): those that call
+ * (the caller's line, for the callee's samples), those that loop, and
+ * those that end a statement, which store the line of the instruction
+ * after them, where the next statement starts (the innermost frame's
+ * line).  The table is indexed by INSTRUCTION_START's constant opcode, so
+ * the compiler folds it: the other instructions are as they were.
+ *
+ * Never inline
+ * ------------
+ * Every frame this evaluator runs must be its entry frame: the stores of a
+ * frame run inline would be positions in another code object.  So here
+ * the call instructions always push frames for perf_trampoline_frame,
+ * even when the perf hook has been removed meanwhile (the callee then
+ * runs in the first evaluator, through the hook's function), and past
+ * the stack budget a pushed frame runs in the first evaluator, which runs
+ * what it calls inline (ceval.c's perf_trampoline_slow).
+ *
+ * The pending calls
+ * -----------------
+ * make_pending_calls()'s static `busy` keeps pending calls from nesting;
+ * with two compilations there would be two.  ceval.c's one hunk there
+ * makes both use _PyPerf_pending_calls_busy (Python/perf_trampoline.c).
+ */
+
+#ifdef Py_PERF_LINES
+
+PyObject *_PyPerf_EvalFrameLines(PyThreadState *, _PyInterpreterFrame *, int);
+
+/* The line slot and the word holding delta, in the trampoline's frame. */
+#define PERF_LINES_SLOT (*(char **)((char *)__builtin_dwarf_cfa() + 24))
+#define PERF_LINES_DELTA (*(intptr_t *)__builtin_dwarf_cfa())
+
+/* At the evaluator's entry: delta from pad 0, which the trampoline put in
+   the slot; a resumed generator or coroutine stores where it resumes. */
+#define PERF_LINES_ENTRY(frame) \
+    do { \
+        PERF_LINES_DELTA = PERF_LINES_SLOT \
+                           - (char *)_PyCode_CODE((frame)->f_code); \
+        if (_PyInterpreterFrame_LASTI(frame) >= 0) { \
+            PERF_LINES_SLOT = (char *)((frame)->prev_instr + 1) \
+                              + PERF_LINES_DELTA; \
+        } \
+    } while (0)
+
+/* How far past the instruction's own code unit the stored one is, plus
+   one: 1, its own line (calls, loops); 2 + its inline caches, the line
+   of the instruction after it (statement ends); 0, no store. */
+static const unsigned char perf_lines_store[256] = {
+    /* calls: the caller's line while the callee runs */
+    [PRECALL] = 1, [PRECALL_ADAPTIVE] = 1, [PRECALL_BOUND_METHOD] = 1,
+    [PRECALL_BUILTIN_CLASS] = 1,
+    [PRECALL_BUILTIN_FAST_WITH_KEYWORDS] = 1,
+    [PRECALL_METHOD_DESCRIPTOR_FAST_WITH_KEYWORDS] = 1,
+    [PRECALL_NO_KW_BUILTIN_FAST] = 1, [PRECALL_NO_KW_BUILTIN_O] = 1,
+    [PRECALL_NO_KW_ISINSTANCE] = 1, [PRECALL_NO_KW_LEN] = 1,
+    [PRECALL_NO_KW_LIST_APPEND] = 1,
+    [PRECALL_NO_KW_METHOD_DESCRIPTOR_FAST] = 1,
+    [PRECALL_NO_KW_METHOD_DESCRIPTOR_NOARGS] = 1,
+    [PRECALL_NO_KW_METHOD_DESCRIPTOR_O] = 1, [PRECALL_NO_KW_STR_1] = 1,
+    [PRECALL_NO_KW_TUPLE_1] = 1, [PRECALL_NO_KW_TYPE_1] = 1,
+    [PRECALL_PYFUNC] = 1, [CALL_FUNCTION_EX] = 1,
+    [BINARY_SUBSCR] = 1, [BINARY_SUBSCR_ADAPTIVE] = 1,
+    [BINARY_SUBSCR_DICT] = 1, [BINARY_SUBSCR_GETITEM] = 1,
+    [BINARY_SUBSCR_LIST_INT] = 1, [BINARY_SUBSCR_TUPLE_INT] = 1,
+    [FOR_ITER] = 1, [SEND] = 1,
+    /* loops */
+    [JUMP_BACKWARD] = 1, [JUMP_BACKWARD_QUICK] = 1,
+    [POP_JUMP_BACKWARD_IF_FALSE] = 1, [POP_JUMP_BACKWARD_IF_TRUE] = 1,
+    [POP_JUMP_BACKWARD_IF_NONE] = 1, [POP_JUMP_BACKWARD_IF_NOT_NONE] = 1,
+    /* statement ends: the next statement's line */
+    [STORE_FAST] = 2, [STORE_FAST__LOAD_FAST] = 2,
+    [STORE_FAST__STORE_FAST] = 2, [POP_TOP] = 2,
+    [STORE_NAME] = 2, [STORE_GLOBAL] = 2, [STORE_DEREF] = 2,
+    [STORE_ATTR] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
+    [STORE_ATTR_ADAPTIVE] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
+    [STORE_ATTR_INSTANCE_VALUE] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
+    [STORE_ATTR_SLOT] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
+    [STORE_ATTR_WITH_HINT] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
+    [STORE_SUBSCR] = 2 + INLINE_CACHE_ENTRIES_STORE_SUBSCR,
+    [STORE_SUBSCR_ADAPTIVE] = 2 + INLINE_CACHE_ENTRIES_STORE_SUBSCR,
+    [STORE_SUBSCR_DICT] = 2 + INLINE_CACHE_ENTRIES_STORE_SUBSCR,
+    [STORE_SUBSCR_LIST_INT] = 2 + INLINE_CACHE_ENTRIES_STORE_SUBSCR,
+};
+
+#undef INSTRUCTION_START
+#define INSTRUCTION_START(op) \
+    do { \
+        frame->prev_instr = next_instr++; \
+        if (perf_lines_store[op]) { \
+            PERF_LINES_SLOT = (char *)(next_instr + perf_lines_store[op] - 1) \
+                              + PERF_LINES_DELTA; \
+        } \
+    } while (0)
+
+/* Never inline (see above). */
+#undef PERF_TRAMPOLINE_OTHER_HOOK
+#define PERF_TRAMPOLINE_OTHER_HOOK(tstate) 0
+#undef PERF_TRAMPOLINE_HOOK
+#define PERF_TRAMPOLINE_HOOK(tstate) 1
+#undef PERF_TRAMPOLINE_GOTO_IF_HOOKED
+#define PERF_TRAMPOLINE_GOTO_IF_HOOKED(tstate, label) goto label
+#undef PERF_TRAMPOLINE_HOOK_REREAD
+#define PERF_TRAMPOLINE_HOOK_REREAD(tstate) 1
+
+#endif /* Py_PERF_LINES */
