@@ -89,6 +89,82 @@ _Py_trampoline_func_start:
 _Py_trampoline_func_end:
     .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
 
+/*
+ * The line trampoline (-X perf_lines; Python/perf_lines_eval.h says what
+ * the evaluator does with it).  Same calling convention, but it calls the
+ * second evaluator, through the pointer at `eval` in its own copy (each
+ * copy's is written when its arena is filled, Python/perf_internal.h):
+ * never the evaluator it is given, so that the second evaluator runs only
+ * below a line record.  Below its own frame record R it builds a second
+ * one, L, whose return-address field is the line slot, holding the address
+ * of one of the pads that follow the template in each copy (2 bytes per
+ * code unit of the function, never executed):
+ *
+ *     R+8   return address into the caller
+ *     R     caller's %rbp                      <- record R
+ *     R-8   line slot: a pad                   (L's return address)
+ *     R-16  R                                  <- record L, %rbp at the call
+ *     R-24  (unused)
+ *     R-32  the evaluator's delta              <- the evaluator's CFA
+ *
+ *  offset (e = 4 with CET, else 0)
+ *          instruction                CFA        saved %rbp
+ *  0       endbr64 (with CET)         %rsp+8     (in %rbp)
+ *  e       push %rbp                  %rsp+8     (in %rbp)
+ *  e+1     mov %rsp, %rbp             %rsp+16    CFA-16
+ *  e+4     lea pads(%rip), %rax       %rbp+16    CFA-16
+ *  e+11    push %rax                  %rbp+16    CFA-16
+ *  e+12    push %rbp                  %rbp+16    CFA-16
+ *  e+13    mov %rsp, %rbp             %rbp+16    CFA-16
+ *  e+16    sub $16, %rsp              %rbp+16    CFA-16  (record L)
+ *  e+20    call *eval(%rip)           %rbp+16    CFA-16  (record L)
+ *  e+26    leave                      %rbp+16    CFA-16  (record L)
+ *  e+27    leave                      %rbp+16    CFA-16  (R again)
+ *  e+28    ret                        %rsp+8     (in %rbp)
+ *  e+29    (to 8 bytes) eval: 8 bytes, then the pads: %rbp+16, CFA-16
+ *
+ * From the first `mov %rsp, %rbp` on, "CFA = %rbp + 16" holds as written:
+ * until the second `mov` it is R's frame, from there to the first `leave`
+ * L's, a frame whose return address is the slot (a pad: py::F at the
+ * line of its code unit), and the pads' rule, the same words, is then R's
+ * frame again.  So DWARF unwinders walk evaluator, L, pad, caller, as
+ * frame-pointer walks do.
+ */
+    .text
+    .p2align 4
+    .globl  _Py_trampoline_lines_start
+    .hidden _Py_trampoline_lines_start
+    .type   _Py_trampoline_lines_start, @function
+_Py_trampoline_lines_start:
+    .cfi_startproc
+#ifdef __CET__
+    endbr64
+#endif
+    push    %rbp
+    .cfi_def_cfa_offset 16
+    .cfi_offset %rbp, -16
+    mov     %rsp, %rbp
+    .cfi_def_cfa_register %rbp
+    lea     .Llines_pads(%rip), %rax
+    push    %rax
+    push    %rbp
+    mov     %rsp, %rbp
+    sub     $16, %rsp
+    call    *.Llines_eval(%rip)
+    leave
+    leave
+    .cfi_def_cfa %rsp, 8
+    ret
+    .cfi_endproc
+    .p2align 3, 0xcc
+.Llines_eval:
+    .quad   0
+.Llines_pads:
+    .globl  _Py_trampoline_lines_end
+    .hidden _Py_trampoline_lines_end
+_Py_trampoline_lines_end:
+    .size   _Py_trampoline_lines_start, . - _Py_trampoline_lines_start
+
 #if defined(__CET__) && defined(__ELF__)
 /* Tell the linker this object is CET-ready (IBT and/or SHSTK, as the
    compiler was asked for), or it would drop the property for the whole

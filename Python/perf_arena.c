@@ -108,6 +108,8 @@
 #define FILE_ARENA_MAX_SIZE (256 * 1024)
 
 _PyPerfArena *_PyPerf_arenas;
+/* The arena _PyPerfSlot_Next() found the slot in, for _PyPerfSlot_Take(). */
+static _PyPerfArena *handing;
 
 /* Retired file arenas a new file may take the addresses of. */
 static size_t dead_files;
@@ -367,7 +369,8 @@ _PyPerfArena_TakeRoomFailure(void)
 /* Anonymous memory for `size` bytes of trampolines `slot_size` apart:
    filled while writable, then read+execute. */
 static char *
-anonymous_code(size_t size, size_t slot_size, size_t nslots)
+anonymous_code(size_t size, size_t slot_size, size_t nslots,
+               _PyPerfKind kind)
 {
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -375,7 +378,7 @@ anonymous_code(size_t size, size_t slot_size, size_t nslots)
         return NULL;
     }
     /* Fresh anonymous pages are zeroed, and so are the gaps. */
-    _PyPerf_FillSlots((unsigned char *)mem, nslots, slot_size);
+    _PyPerf_FillSlots((unsigned char *)mem, nslots, slot_size, kind);
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
         int saved = errno;
         munmap(mem, size);
@@ -406,7 +409,7 @@ arena_page_size(void)
 static void
 arena_retire_if_dead(_PyPerfArena *a)
 {
-    if (a->nlive != 0 || a->retired || a->pinned || a == _PyPerf_arenas) {
+    if (a->nlive != 0 || a->retired || a->pinned || a->active) {
         return;
     }
     int saved = errno;
@@ -444,22 +447,41 @@ close_file(_PyPerfArena *a)
     }
 }
 
-/* Make `a` the newest arena. */
+/* The arena that hands out slots `slot_size` apart of template `kind`:
+   for the plain template, its newest arena, whatever its slot size; for
+   line trampolines, the newest of that size. */
+static _PyPerfArena *
+active_arena(size_t slot_size, _PyPerfKind kind)
+{
+    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
+        if (a->active && a->kind == kind
+            && (kind == _PyPerf_PLAIN || a->slot_size == slot_size))
+        {
+            return a;
+        }
+    }
+    return NULL;
+}
+
+/* Make `a` the newest arena, and the active one of its kind and size. */
 static void
 arena_push(_PyPerfArena *a)
 {
+    _PyPerfArena *old = active_arena(a->slot_size, a->kind);
     a->prev = _PyPerf_arenas;
-    if (a->prev != NULL && a->prev->elf != NULL) {
-        /* No slot of an arena but the newest is handed out again (its
-           slots were too close for the backend, or it is full). */
-        close_file(a->prev);
-    }
+    a->active = 1;
     _PyPerf_arenas = a;
     maps_room.retry_ns = 0;
     maps_room.backoff_ns = 0;
-    if (a->prev != NULL) {
-        /* (its functions may all have died while it was the newest) */
-        arena_retire_if_dead(a->prev);
+    if (old != NULL) {
+        /* No slot of an arena but the active one is handed out again (its
+           slots were too close for the backend, or it is full). */
+        old->active = 0;
+        if (old->elf != NULL) {
+            close_file(old);
+        }
+        /* (its functions may all have died while it was active) */
+        arena_retire_if_dead(old);
     }
 }
 
@@ -468,7 +490,7 @@ arena_push(_PyPerfArena *a)
    a dead arena's addresses" above), made the newest arena; NULL if there
    is none or the file cannot be made there. */
 static _PyPerfArena *
-arena_recycle(size_t size, size_t slot_size)
+arena_recycle(size_t size, size_t slot_size, _PyPerfKind kind)
 {
     if (dead_files == 0) {
         return NULL;
@@ -479,7 +501,7 @@ arena_recycle(size_t size, size_t slot_size)
         _PyPerfArena *a = *l;
         if (a->retired && a->range_size != 0 && !a->inherited
             && !a->pinned && !a->named_for_good && a->size == size
-            && a->slot_size == slot_size
+            && a->slot_size == slot_size && a->kind == kind
             && now - a->retired_ns >= REUSE_AFTER_NS)
         {
             /* (newest first: the last one found is the oldest) */
@@ -495,7 +517,7 @@ arena_recycle(size_t size, size_t slot_size)
     char *mem;
     const char *what;
     int saved = errno;
-    _PyPerfElf *elf = _PyPerfElf_New(a->nslots, slot_size, at,
+    _PyPerfElf *elf = _PyPerfElf_New(a->nslots, slot_size, kind, at,
                                      a->range_size, &mem, &what);
     if (elf == NULL) {
         if (!_PyPerf_IsNoRoom(errno)) {
@@ -516,7 +538,7 @@ arena_recycle(size_t size, size_t slot_size)
        left. */
     memset(a->info, 0, a->nslots * sizeof(_PyPerfSlot));
     a->elf = elf;
-    a->image = _PyPerfImage_New(mem, a->nslots, slot_size);
+    a->image = _PyPerfImage_New(mem, a->nslots, slot_size, kind);
     a->nused = 0;
     a->nlive = 0;
     a->retired = 0;
@@ -528,14 +550,17 @@ arena_recycle(size_t size, size_t slot_size)
     return a;
 }
 
-/* A new arena of trampolines `slot_size` bytes apart. */
+/* A new arena of trampolines `slot_size` bytes apart, of template
+   `kind`: twice as large as the last one of its kind and size, up to a
+   limit. */
 static _PyPerfArena *
-arena_new(size_t slot_size)
+arena_new(size_t slot_size, _PyPerfKind kind)
 {
     size_t page = arena_page_size();
     size_t max = files.use ? FILE_ARENA_MAX_SIZE : ARENA_MAX_SIZE;
     max = page > max ? page : max;
-    size_t size = _PyPerf_arenas == NULL ? page : _PyPerf_arenas->size * 2;
+    _PyPerfArena *last = active_arena(slot_size, kind);
+    size_t size = last == NULL ? page : last->size * 2;
     size = size < max ? size : max;
     while (size < slot_size) {
         size *= 2;
@@ -543,7 +568,7 @@ arena_new(size_t slot_size)
     size_t nslots = size / slot_size;
     size_t info_size = nslots * sizeof(_PyPerfSlot);
     if (files.use) {
-        _PyPerfArena *reused = arena_recycle(size, slot_size);
+        _PyPerfArena *reused = arena_recycle(size, slot_size, kind);
         if (reused != NULL) {
             return reused;
         }
@@ -573,7 +598,8 @@ arena_new(size_t slot_size)
     int file_err = files.err;
     if (files.use) {
         const char *what;
-        a->elf = _PyPerfElf_New(nslots, slot_size, NULL, 0, &mem, &what);
+        a->elf = _PyPerfElf_New(nslots, slot_size, kind, NULL, 0, &mem,
+                                &what);
         int err = errno;
         file_err = err;
         if (a->elf == NULL && err != ENOMEM) {
@@ -607,7 +633,7 @@ arena_new(size_t slot_size)
         return NULL;
     }
     if (a->elf == NULL) {
-        mem = anonymous_code(size, slot_size, nslots);
+        mem = anonymous_code(size, slot_size, nslots, kind);
         if (mem == NULL) {
             int saved = errno;
             munmap(info, info_size);
@@ -617,13 +643,14 @@ arena_new(size_t slot_size)
     }
     /* Without it, debuggers see the arena's frames unnamed (and gdb
        stops there); nothing else changes. */
-    a->image = _PyPerfImage_New(mem, nslots, slot_size);
+    a->image = _PyPerfImage_New(mem, nslots, slot_size, kind);
     a->in_file = a->elf != NULL;
     a->code_map_size = a->in_file ? _PyPerfElf_CodeMapSize(a->elf) : 0;
     a->range_size = a->in_file ? _PyPerfElf_RangeSize(a->elf) : 0;
     a->start = mem;
     a->size = size;
     a->slot_size = slot_size;
+    a->kind = kind;
     a->nslots = nslots;
     a->info = info;
     by_addr_insert(a);
@@ -720,7 +747,8 @@ _PyPerfArena_RetireDead(void)
 }
 
 _PyPerfSlot *
-_PyPerfSlot_Find(const char *tramp, PyCodeObject *code, size_t slot_size)
+_PyPerfSlot_Find(const char *tramp, PyCodeObject *code, size_t slot_size,
+                 _PyPerfKind kind)
 {
     _PyPerfArena *a = arena_of(tramp);
     if (a == NULL) {
@@ -729,7 +757,9 @@ _PyPerfSlot_Find(const char *tramp, PyCodeObject *code, size_t slot_size)
     size_t offset = (size_t)(tramp - a->start);
     size_t i = offset / a->slot_size;
     if (offset % a->slot_size != 0 || i >= a->nused
-        || a->info[i].code != code || a->slot_size < slot_size)
+        || a->info[i].code != code || a->slot_size < slot_size
+        || a->kind != kind
+        || (kind == _PyPerf_LINES && a->slot_size != slot_size))
     {
         return NULL;
     }
@@ -737,9 +767,9 @@ _PyPerfSlot_Find(const char *tramp, PyCodeObject *code, size_t slot_size)
 }
 
 char *
-_PyPerfSlot_Next(size_t slot_size)
+_PyPerfSlot_Next(size_t slot_size, _PyPerfKind kind)
 {
-    _PyPerfArena *a = _PyPerf_arenas;
+    _PyPerfArena *a = active_arena(slot_size, kind);
     if (a != NULL && a->elf != NULL && _PyPerfElf_Reserve(a->elf) < 0) {
         /* No room to name another slot in its file (a full disk, or its
            names' table full): the next arena's file, or anonymous memory
@@ -753,18 +783,27 @@ _PyPerfSlot_Next(size_t slot_size)
     if (a == NULL || a->nused == a->nslots || a->slot_size < slot_size
         || a->inherited || a->full)
     {
-        a = arena_new(slot_size);
+        a = arena_new(slot_size, kind);
         if (a == NULL) {
             return NULL;
         }
     }
+    handing = a;
     return a->start + a->nused * a->slot_size;
+}
+
+size_t
+_PyPerfSlot_Covered(const char *tramp)
+{
+    _PyPerfArena *a = arena_of(tramp);
+    return a != NULL ? _PyPerf_Covered(a->slot_size, a->kind)
+                     : _PyPerf_CodeSize(_PyPerf_PLAIN);
 }
 
 _PyPerfSlot *
 _PyPerfSlot_Take(PyCodeObject *code)
 {
-    _PyPerfArena *a = _PyPerf_arenas;
+    _PyPerfArena *a = handing;
     if (a->elf != NULL || a->image != NULL) {
         char name[_PyPerf_NAME_MAX + 1];
         size_t file_at;
@@ -800,14 +839,17 @@ _PyPerfArena_SetTmpLimit(int64_t limit)
 int
 _PyPerfArena_Seal(void)
 {
-    _PyPerfArena *a = _PyPerf_arenas;
-    if (a == NULL || a->elf == NULL || a->nused == 0) {
-        /* (a file that names nothing yet stays open for names) */
-        return 0;
+    int sealed = 0;
+    for (_PyPerfArena *a = _PyPerf_arenas; a != NULL; a = a->prev) {
+        if (!a->active || a->elf == NULL || a->nused == 0) {
+            /* (a file that names nothing yet stays open for names) */
+            continue;
+        }
+        close_file(a);
+        a->full = 1;
+        sealed = 1;
     }
-    close_file(a);
-    a->full = 1;
-    return 1;
+    return sealed;
 }
 
 void

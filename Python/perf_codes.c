@@ -117,6 +117,34 @@ set_trampoline(PyCodeObject *code, char *tramp)
     return 0;
 }
 
+/* The smallest slot of a line trampoline that holds pads for `code` and
+   their rows: a power of two, from 64 bytes. */
+#define LINES_SLOT_MIN 64
+#define LINES_SLOT_MAX 32768
+
+/* The template `code` runs in for backend `st`, and the size of its slot:
+   a line trampoline while `st` was activated with lines, in the smallest
+   slot that holds its pads (a function too large for any runs in the
+   plain one); else the plain one, spaced as the backend needs. */
+static _PyPerfKind
+slot_shape(_PyPerfBackendState *st, PyCodeObject *code, size_t *slot_size)
+{
+#ifdef PY_HAVE_PERF_LINES
+    if (st->lines) {
+        for (size_t size = LINES_SLOT_MIN; size <= LINES_SLOT_MAX;
+             size *= 2)
+        {
+            if (size >= st->slot_size && _PyPerfLines_PadsFit(code, size)) {
+                *slot_size = size;
+                return _PyPerf_LINES;
+            }
+        }
+    }
+#endif
+    *slot_size = st->slot_size;
+    return _PyPerf_PLAIN;
+}
+
 /* The trampoline stored for `code` under co_extra `index`, with its slot
    record, if it is still `code`'s (the entry may be another co_extra
    user's after the interpreter was initialized again) and is spaced as
@@ -129,7 +157,9 @@ trampoline_at(_PyPerfBackendState *st, PyCodeObject *code, Py_ssize_t index,
     if (tramp == NULL) {
         return NULL;
     }
-    _PyPerfSlot *info = _PyPerfSlot_Find(tramp, code, st->slot_size);
+    size_t slot_size;
+    _PyPerfKind kind = slot_shape(st, code, &slot_size);
+    _PyPerfSlot *info = _PyPerfSlot_Find(tramp, code, slot_size, kind);
     if (info == NULL) {
         return NULL;
     }
@@ -233,8 +263,8 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
     int r = 0;
     if (record != _PyPerf_RECORD_NONE) {
         _PyPerfFile_Later(st->file, record == _PyPerf_RECORD_LATER);
-        r = st->backend->write_entry(st->file, tramp, _PyPerf_CodeSize(),
-                                     info->code);
+        r = st->backend->write_entry(st->file, tramp,
+                                     _PyPerfSlot_Covered(tramp), info->code);
         _PyPerfFile_Later(st->file, 0);
     }
     if (r < 0) {
@@ -258,7 +288,9 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
 static char *
 assign_slot(_PyPerfBackendState *st, PyCodeObject *code, _PyPerfSlot **info_p)
 {
-    char *tramp = _PyPerfSlot_Next(st->slot_size);
+    size_t slot_size;
+    _PyPerfKind kind = slot_shape(st, code, &slot_size);
+    char *tramp = _PyPerfSlot_Next(slot_size, kind);
     if (tramp == NULL) {
         return NULL;
     }
@@ -330,7 +362,11 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
             if (rc < 0 || info->code == NULL || is_described(info, bit)) {
                 continue;
             }
-            if (a->slot_size < st->slot_size) {
+            size_t slot_size;
+            _PyPerfKind kind = slot_shape(st, info->code, &slot_size);
+            if (a->kind != kind || a->slot_size < slot_size
+                || (kind == _PyPerf_LINES && a->slot_size != slot_size))
+            {
                 if (running && write_slot_record(st, tramp, info, bit) < 0) {
                     rc = -1;
                     continue;

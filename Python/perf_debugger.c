@@ -173,6 +173,7 @@ struct _PyPerfImage {
     uint64_t code;                /* the first slot's address */
     size_t nslots;
     size_t slot_size;
+    _PyPerfKind kind;
     size_t merged;                /* slots described by `arena` */
     size_t named;                 /* slots named so far, the next one */
 };
@@ -355,8 +356,8 @@ make_room(jit_object *o, size_t len, uint64_t text, size_t text_size,
    and its name, `len` bytes at `name` then `tail`; make_room() made room
    for them. */
 static void
-put_symbol(jit_object *o, size_t index, uint64_t value, const char *name,
-           size_t len, const char *tail, size_t tail_len)
+put_symbol(jit_object *o, size_t index, uint64_t value, uint64_t size,
+           const char *name, size_t len, const char *tail, size_t tail_len)
 {
     size_t name_off = o->strtab_used;
     unsigned char *p = o->mem + o->strtab_off + name_off;
@@ -370,19 +371,22 @@ put_symbol(jit_object *o, size_t index, uint64_t value, const char *name,
         .st_other = STV_DEFAULT,
         .st_shndx = SEC_TEXT,
         .st_value = value,
-        .st_size = _PyPerf_CodeSize(),
+        .st_size = size,
     };
     memcpy(o->mem + o->symtab_off + index * sizeof(Elf64_Sym), &sym,
            sizeof(sym));
 }
 
 _PyPerfImage *
-_PyPerfImage_New(const char *code, size_t nslots, size_t slot_size)
+_PyPerfImage_New(const char *code, size_t nslots, size_t slot_size,
+                 _PyPerfKind kind)
 {
     size_t text_size = nslots * slot_size;
     size_t eh_before = _Py_SIZE_ROUND_UP(text_size, 8);
     size_t eh_size, hdr_size;
-    if (_PyPerfUnwind_Table(nslots, slot_size, eh_before, NULL, 0,
+    if (_PyPerfUnwind_Table(kind, nslots, slot_size,
+                            _PyPerf_Covered(slot_size, kind), eh_before,
+                            NULL, 0,
                             &eh_size, &hdr_size) < 0)
     {
         return NULL;
@@ -395,6 +399,7 @@ _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size)
     img->code = (uint64_t)(uintptr_t)code;
     img->nslots = nslots;
     img->slot_size = slot_size;
+    img->kind = kind;
     size_t table_off;
     jit_object *a = &img->arena;
     if (object_init(a, nslots, eh_size + hdr_size, &table_off,
@@ -402,7 +407,8 @@ _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size)
     {
         goto fail;
     }
-    if (_PyPerfUnwind_Table(nslots, slot_size, eh_before,
+    if (_PyPerfUnwind_Table(kind, nslots, slot_size,
+                            _PyPerf_Covered(slot_size, kind), eh_before,
                             a->mem + table_off, a->mem_size - table_off,
                             &eh_size, &hdr_size) < 0)
     {
@@ -536,9 +542,11 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
     {
         return -1;
     }
-    put_symbol(a, i + 1, (uint64_t)i * img->slot_size, name, qual_len,
+    put_symbol(a, i + 1, (uint64_t)i * img->slot_size,
+               _PyPerf_Covered(img->slot_size, img->kind), name, qual_len,
                tail, tail_len);
-    put_symbol(r, k + 1, (uint64_t)k * img->slot_size, name, qual_len,
+    put_symbol(r, k + 1, (uint64_t)k * img->slot_size,
+               _PyPerf_Covered(img->slot_size, img->kind), name, qual_len,
                tail, tail_len);
     img->named = i + 1;
     if (img->named == img->nslots || k + 1 == RECENT_MAX) {
@@ -555,7 +563,7 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
 /* 32-bit targets: no image (no template is written for one yet). */
 _PyPerfImage *
 _PyPerfImage_New(const char *Py_UNUSED(code), size_t Py_UNUSED(nslots),
-                 size_t Py_UNUSED(slot_size))
+                 size_t Py_UNUSED(slot_size), _PyPerfKind Py_UNUSED(kind))
 {
     errno = ENOSYS;
     return NULL;

@@ -115,6 +115,7 @@ struct _PyPerfElf {
     ino_t ino;
     char path[PATH_ROOM];
     size_t slot_size;
+    _PyPerfKind kind;
     unsigned char *tables;        /* the file from tables_off to its end,
                                      shared, read+write */
     size_t tables_len;
@@ -316,11 +317,11 @@ map_file_at(int fd, const _PyPerfElfLayout *L, char *at, const char **what)
 }
 
 _PyPerfElf *
-_PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
-               char **code, const char **what)
+_PyPerfElf_New(size_t nslots, size_t slot_size, _PyPerfKind kind, char *at,
+               size_t at_size, char **code, const char **what)
 {
     _PyPerfElfLayout L;
-    if (_PyPerfElfImage_Plan(nslots, slot_size, &L, what) < 0) {
+    if (_PyPerfElfImage_Plan(nslots, slot_size, kind, &L, what) < 0) {
         return NULL;
     }
     if (at != NULL && L.map_len + (L.file_size - L.tables_off) != at_size) {
@@ -391,6 +392,7 @@ _PyPerfElf_New(size_t nslots, size_t slot_size, char *at, size_t at_size,
     elf->dev = st.st_dev;
     elf->ino = st.st_ino;
     elf->slot_size = slot_size;
+    elf->kind = kind;
     elf->tables = (unsigned char *)mem + L.map_len;
     elf->tables_len = (size_t)(L.file_size - L.tables_off);
     elf->tables_off = L.tables_off;
@@ -482,9 +484,16 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
     unsigned char *t = elf->tables;
     memcpy(t + elf->strtab_off + name_off, name, len);
     elf->strtab_used = name_off + len;
-    _PyPerfLines_Name(t + elf->debug_off, &elf->lines, i,
-                      code->co_firstlineno, (uint32_t)(name_off + file_at));
+    uint32_t file_str = (uint32_t)(name_off + file_at);
+    if (elf->kind != _PyPerf_LINES
+        || _PyPerfLines_NamePads(t + elf->debug_off, &elf->lines, i,
+                                 elf->slot_size, code, file_str) < 0)
+    {
+        _PyPerfLines_Name(t + elf->debug_off, &elf->lines, i,
+                          code->co_firstlineno, file_str);
+    }
     _PyPerfElfImage_Name(t + elf->symtab_off, i, elf->slot_size,
+                         _PyPerf_Covered(elf->slot_size, elf->kind),
                          (uint32_t)name_off);
     return 0;
 }
@@ -560,7 +569,8 @@ _PyPerfElf_AfterFork(void)
    arenas are anonymous. */
 _PyPerfElf *
 _PyPerfElf_New(size_t Py_UNUSED(nslots), size_t Py_UNUSED(slot_size),
-               char *Py_UNUSED(at), size_t Py_UNUSED(at_size),
+               _PyPerfKind Py_UNUSED(kind), char *Py_UNUSED(at),
+               size_t Py_UNUSED(at_size),
                char **Py_UNUSED(code), const char **what)
 {
     *what = "make one on this platform";

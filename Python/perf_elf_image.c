@@ -110,20 +110,23 @@ _PyPerfElf_Header(void *ehdr, int type, unsigned int shnum,
 }
 
 int
-_PyPerfElfImage_Plan(size_t nslots, size_t slot_size, _PyPerfElfLayout *L,
-                     const char **what)
+_PyPerfElfImage_Plan(size_t nslots, size_t slot_size, _PyPerfKind kind,
+                     _PyPerfElfLayout *L, const char **what)
 {
     long pagesz = sysconf(_SC_PAGESIZE);
     L->page = pagesz > 0 ? (uint64_t)pagesz : 4096;
     L->nslots = nslots;
     L->slot_size = slot_size;
+    L->kind = kind;
     L->text_off = TEXT_OFF;
     L->text_size = (uint64_t)nslots * slot_size;
     L->eh_off = _Py_SIZE_ROUND_UP(TEXT_OFF + L->text_size, 8);
     size_t eh_size, hdr_size;
     *what = "describe the trampoline template's frames for";
-    if (_PyPerfUnwind_Table(nslots, slot_size, L->eh_off - TEXT_OFF, NULL,
-                            0, &eh_size, &hdr_size) < 0)
+    if (_PyPerfUnwind_Table(kind, nslots, slot_size,
+                            _PyPerf_Covered(slot_size, kind),
+                            L->eh_off - TEXT_OFF, NULL, 0, &eh_size,
+                            &hdr_size) < 0)
     {
         return -1;
     }
@@ -144,7 +147,7 @@ _PyPerfElfImage_Plan(size_t nslots, size_t slot_size, _PyPerfElfLayout *L,
         return -1;
     }
     _PyPerfBytes measure = {NULL, 0, 0};
-    _PyPerfLines_Put(&measure, nslots, slot_size, TEXT_OFF, &L->at);
+    _PyPerfLines_Put(&measure, nslots, slot_size, kind, TEXT_OFF, &L->at);
     L->shstrtab_off = L->abbrev_off + L->at.end;
     L->shdr_off = _Py_SIZE_ROUND_UP(L->shstrtab_off + sizeof(shstrtab), 8);
     L->strtab_off = L->shdr_off + NSECTIONS * sizeof(Elf64_Shdr);
@@ -187,12 +190,13 @@ _PyPerfElfImage_PutCode(unsigned char *img, const _PyPerfElfLayout *L)
     _PyPerfSeal_PutNote(img + NOTE_OFF);
     /* (the first slot was zeroed above: the gaps are zeros) */
     unsigned char *text = img + TEXT_OFF;
-    _PyPerf_FillSlots(text, L->nslots, L->slot_size);
+    _PyPerf_FillSlots(text, L->nslots, L->slot_size, L->kind);
     /* (zeros from the last copy to the .eh_frame) */
     memset(text + L->text_size, 0,
            (size_t)(L->eh_off - TEXT_OFF - L->text_size));
     size_t eh_size, hdr_size;
-    return _PyPerfUnwind_Table(L->nslots, L->slot_size,
+    return _PyPerfUnwind_Table(L->kind, L->nslots, L->slot_size,
+                               _PyPerf_Covered(L->slot_size, L->kind),
                                L->eh_off - TEXT_OFF, img + L->eh_off,
                                (size_t)(L->mapped_end - L->eh_off),
                                &eh_size, &hdr_size);
@@ -258,7 +262,8 @@ _PyPerfElfImage_PutTail(unsigned char *tail, const _PyPerfElfLayout *L)
     memset(tail, 0, (size_t)L->tail_size);
     _PyPerfLinesLayout at;
     _PyPerfBytes debug = {tail, 0, L->at.end};
-    _PyPerfLines_Put(&debug, L->nslots, L->slot_size, TEXT_OFF, &at);
+    _PyPerfLines_Put(&debug, L->nslots, L->slot_size, L->kind, TEXT_OFF,
+                     &at);
     assert(debug.n == L->at.end);
     memcpy(tail + (L->shstrtab_off - L->abbrev_off), shstrtab,
            sizeof(shstrtab));
@@ -270,11 +275,11 @@ _PyPerfElfImage_PutTail(unsigned char *tail, const _PyPerfElfLayout *L)
 
 void
 _PyPerfElfImage_Name(unsigned char *symtab, size_t i, size_t slot_size,
-                     uint32_t name_off)
+                     size_t size, uint32_t name_off)
 {
     Elf64_Sym *sym = (Elf64_Sym *)(symtab + (i + 1) * sizeof(Elf64_Sym));
     sym->st_value = TEXT_OFF + (uint64_t)i * slot_size;
-    sym->st_size = _PyPerf_CodeSize();
+    sym->st_size = size;
     Elf64_Sym head = {
         .st_name = (Elf64_Word)name_off,
         .st_info = ELF64_ST_INFO(STB_LOCAL, STT_FUNC),

@@ -55,6 +55,46 @@ extern void _PyPerf_PublishTestHook(void);
 extern char _Py_trampoline_func_start[];
 extern char _Py_trampoline_func_end[];
 
+/* The two templates: the plain one, and the line trampoline of
+   -X perf_lines, whose copies are each followed by their function's pads
+   (Python/perf_lines_eval.h), and call the second evaluator through the
+   pointer in their last 8 bytes. */
+typedef enum {
+    _PyPerf_PLAIN = 0,
+    _PyPerf_LINES = 1,
+} _PyPerfKind;
+#ifdef PY_HAVE_PERF_LINES
+extern char _Py_trampoline_lines_start[];
+extern char _Py_trampoline_lines_end[];
+extern PyObject *_PyPerf_EvalFrameLines(PyThreadState *,
+                                        struct _PyInterpreterFrame *, int);
+#endif
+
+static inline const char *
+_PyPerf_Template(_PyPerfKind kind)
+{
+#ifdef PY_HAVE_PERF_LINES
+    if (kind == _PyPerf_LINES) {
+        return _Py_trampoline_lines_start;
+    }
+#endif
+    (void)kind;
+    return _Py_trampoline_func_start;
+}
+
+/* Bytes of a template (a line trampoline's pads are not counted). */
+static inline size_t
+_PyPerf_CodeSize(_PyPerfKind kind)
+{
+#ifdef PY_HAVE_PERF_LINES
+    if (kind == _PyPerf_LINES) {
+        return (size_t)(_Py_trampoline_lines_end - _Py_trampoline_lines_start);
+    }
+#endif
+    (void)kind;
+    return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+}
+
 typedef struct _PyPerfFile _PyPerfFile;
 
 typedef struct {
@@ -174,6 +214,21 @@ _PyPerfBytes_Uleb(_PyPerfBytes *w, uint64_t v)
     } while (v);
 }
 
+/* A signed LEB128. */
+static inline void
+_PyPerfBytes_Sleb(_PyPerfBytes *w, int64_t v)
+{
+    for (;;) {
+        unsigned int b = (unsigned int)v & 0x7f;
+        v >>= 7;      /* (arithmetic: GCC and clang, as CPython assumes) */
+        if ((v == 0 && !(b & 0x40)) || (v == -1 && (b & 0x40))) {
+            _PyPerfBytes_U8(w, b);
+            return;
+        }
+        _PyPerfBytes_U8(w, b | 0x80);
+    }
+}
+
 /* Store `v` at p[at], over bytes written or copied there (nothing if
    they would end past `cap`). */
 static inline void
@@ -210,11 +265,14 @@ extern const uint16_t _PyPerf_elf_machine;
 /* Write the .eh_frame (a CIE, one FDE per copy, the terminator) and,
    right after it, the .eh_frame_hdr of `count` copies of the template,
    `stride` bytes apart, the first starting `code_before` bytes before the
-   .eh_frame, into buf[0:cap).  Stores the two sizes; with `buf` NULL, only
+   .eh_frame, into buf[0:cap), each FDE covering `covered` bytes (the
+   template's size, or more for a line trampoline's pads).  Stores the
+   two sizes; with `buf` NULL, only
    computes them.  Returns 0, or -1 with errno ENOEXEC (a template whose
    rules this build does not know), ENOBUFS (cap too small) or EOVERFLOW
    (distances beyond 32 bits). */
-extern int _PyPerfUnwind_Table(size_t count, size_t stride,
+extern int _PyPerfUnwind_Table(_PyPerfKind kind, size_t count,
+                               size_t stride, size_t covered,
                                size_t code_before, unsigned char *buf,
                                size_t cap, size_t *eh_frame_size,
                                size_t *hdr_size);
@@ -244,7 +302,7 @@ typedef struct {
    first slot.  NULL and errno, with *what the step that failed ("map
    executable", ...: for a warning). */
 extern _PyPerfElf *_PyPerfElf_New(size_t nslots, size_t slot_size,
-                                  char *at, size_t at_size, char **code,
+                                  _PyPerfKind kind, char *at, size_t at_size, char **code,
                                   const char **what);
 /* Room on disk for one more name, of any length: 0, or -1 and errno
    (a full file system, or the names' table full); then the arena hands
@@ -300,15 +358,29 @@ typedef struct {
     size_t info, aranges, line;
     size_t files;                 /* .debug_line's file entry 0 */
     size_t rows;                  /* slot 0's rows */
+    size_t block;                 /* the bytes of a slot's rows that
+                                     naming it rewrites */
     size_t end;
 } _PyPerfLinesLayout;
 
 /* The sections for `nslots` slots `slot_size` (at most 65535) bytes apart
-   from address `text_addr`, none named yet; a writer with cap 0 lays them
-   out. */
+   of template `kind` from address `text_addr`, none named yet; a writer
+   with cap 0 lays them out. */
 extern void _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots,
-                             size_t slot_size, uint64_t text_addr,
-                             _PyPerfLinesLayout *at);
+                             size_t slot_size, _PyPerfKind kind,
+                             uint64_t text_addr, _PyPerfLinesLayout *at);
+/* Can the rows of `code`'s pads go in a line trampoline's slot of
+   `slot_size` bytes (its pads and its share of .debug_line)? */
+extern int _PyPerfLines_PadsFit(PyCodeObject *code, size_t slot_size);
+/* Name line trampoline slot `i` (`slot_size` bytes apart) after `code`:
+   a row for its `def` line, then one where the line of its pads changes
+   (one pad of 2 bytes per code unit after the template; pad k + 1 and the
+   byte before it have code unit k's line), in the file at `file_str`.
+   -1 (nothing written) if they do not fit. */
+extern int _PyPerfLines_NamePads(unsigned char *debug,
+                                 const _PyPerfLinesLayout *at, size_t i,
+                                 size_t slot_size, PyCodeObject *code,
+                                 uint32_t file_str);
 /* Name slot `i` in the sections at `debug`, laid out as `at`: its `line`
    (0 or less: none) in the file named by the string at `file_str` of
    .debug_line_str.  Stores only, the line first. */
@@ -348,6 +420,7 @@ extern void _PyPerfSeal_AfterFork(void);
 typedef struct {
     size_t nslots;
     size_t slot_size;
+    _PyPerfKind kind;
     uint64_t page;
     uint64_t text_off, text_size;     /* .text: the slots */
     uint64_t eh_off, eh_size;         /* .eh_frame */
@@ -370,7 +443,8 @@ typedef struct {
 /* The layout of a file of `nslots` slots `slot_size` apart.  0, or -1,
    errno and *what (for a warning). */
 extern int _PyPerfElfImage_Plan(size_t nslots, size_t slot_size,
-                                _PyPerfElfLayout *L, const char **what);
+                                _PyPerfKind kind, _PyPerfElfLayout *L,
+                                const char **what);
 /* The code's part, [0, mapped_end), into `img`: the ELF header, the
    program headers, the note (not sealed), .text, .eh_frame,
    .eh_frame_hdr.  0, or -1 and errno. */
@@ -382,10 +456,11 @@ extern int _PyPerfElfImage_PutCode(unsigned char *img,
 extern void _PyPerfElfImage_PutTail(unsigned char *tail,
                                     const _PyPerfElfLayout *L);
 /* Store slot `i`'s symbol into .symtab at `symtab` (slots `slot_size`
-   apart), its name at `name_off` of .strtab: its value and size, then its
-   first word in one store. */
+   apart, the symbol `size` bytes), its name at `name_off` of .strtab: its
+   value and size, then its first word in one store. */
 extern void _PyPerfElfImage_Name(unsigned char *symtab, size_t i,
-                                 size_t slot_size, uint32_t name_off);
+                                 size_t slot_size, size_t size,
+                                 uint32_t name_off);
 /* The ELF header of a 64-bit object of this machine: `type` (ET_DYN,
    ET_REL), `shnum` section headers, names in section `shstrndx`; the
    caller sets where the headers are. */
@@ -421,7 +496,7 @@ typedef struct _PyPerfImage _PyPerfImage;
 /* Describe the arena of `nslots` slots `slot_size` bytes apart at `code`
    and register it.  NULL and errno. */
 extern _PyPerfImage *_PyPerfImage_New(const char *code, size_t nslots,
-                                      size_t slot_size);
+                                      size_t slot_size, _PyPerfKind kind);
 /* Name slot `i` (no lower than the last one named) after `name`, `len`
    bytes, the one perf shows, whose file name starts at `file_at`, and
    its first line `lineno`; debuggers see it at once.  0, or -1 and errno
@@ -433,20 +508,33 @@ extern void _PyPerfImage_Free(_PyPerfImage *img);
 
 /* ---- Trampolines: arenas and slots (Python/perf_arena.c) -------------- */
 
-/* Bytes of the trampoline template. */
+/* The bytes an FDE or a symbol covers in a slot `slot_size` bytes long
+   of template `kind`: the template, and a line trampoline's pads. */
 static inline size_t
-_PyPerf_CodeSize(void)
+_PyPerf_Covered(size_t slot_size, _PyPerfKind kind)
 {
-    return (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    return kind == _PyPerf_LINES ? slot_size : _PyPerf_CodeSize(kind);
 }
 
-/* Fill `nslots` slots `slot_size` bytes apart at `mem` with copies of the
-   template: one copy, then doubling copies of the filled part, so that
-   the gap after the first copy (zeros, the caller's) is copied too. */
+/* Fill `nslots` slots `slot_size` bytes apart at `mem` with copies of
+   template `kind`: one copy, then doubling copies of the filled part, so
+   that the gap after the first copy is copied too (zeros, the caller's;
+   a line trampoline's: its evaluator, then int3 in its pads, which are
+   never executed). */
 static inline void
-_PyPerf_FillSlots(unsigned char *mem, size_t nslots, size_t slot_size)
+_PyPerf_FillSlots(unsigned char *mem, size_t nslots, size_t slot_size,
+                  _PyPerfKind kind)
 {
-    memcpy(mem, _Py_trampoline_func_start, _PyPerf_CodeSize());
+    size_t size = _PyPerf_CodeSize(kind);
+    memcpy(mem, _PyPerf_Template(kind), size);
+#ifdef PY_HAVE_PERF_LINES
+    if (kind == _PyPerf_LINES) {
+        PyObject *(*eval)(PyThreadState *, struct _PyInterpreterFrame *,
+                          int) = _PyPerf_EvalFrameLines;
+        memcpy(mem + size - sizeof(eval), &eval, sizeof(eval));
+        memset(mem + size, 0xcc, slot_size - size);
+    }
+#endif
     for (size_t done = 1; done < nslots; done *= 2) {
         size_t n = done < nslots - done ? done : nslots - done;
         memcpy(mem + done * slot_size, mem, n * slot_size);
@@ -465,9 +553,12 @@ typedef struct _PyPerfArena {
     char *start;                  /* read+execute */
     size_t size;                  /* bytes at start */
     size_t slot_size;             /* distance between two trampolines */
+    _PyPerfKind kind;             /* their template */
     size_t nslots;
     size_t nused;                 /* slots handed out */
     int inherited;                /* made by the parent of a fork() */
+    int active;                   /* the newest of its kind and slot size:
+                                     the one that hands out their slots */
     _PyPerfSlot *info;            /* one per slot */
     _PyPerfElf *elf;              /* its file while slots are left to name */
     int full;                     /* hands out no more slots */
@@ -495,7 +586,10 @@ extern _PyPerfArena *_PyPerf_arenas;
 /* The next free trampoline, in an arena of this process whose slots are
    at least `slot_size` bytes apart (a new one if need be), not handed out
    yet: _PyPerfSlot_Take() does that.  NULL and errno. */
-extern char *_PyPerfSlot_Next(size_t slot_size);
+extern char *_PyPerfSlot_Next(size_t slot_size, _PyPerfKind kind);
+/* The bytes trampoline `tramp` covers: its template, and a line
+   trampoline's pads. */
+extern size_t _PyPerfSlot_Covered(const char *tramp);
 /* Seal the newest arena's file (see Python/perf_seal.c), which
    then hands out no more slots: the process is ending, or a recording
    that ends while it runs wants every file it saw final.  Whether there
@@ -525,10 +619,10 @@ enum {
    alone.  One of _PyPerf_RECORD_*. */
 extern int _PyPerfSlot_Recorded(const char *tramp, int for_good);
 /* The record of trampoline `tramp` if it was handed out, is still
-   `code`'s and is at least `slot_size` bytes from the next one; else
-   NULL. */
+   `code`'s, is of template `kind` and at least `slot_size` bytes from the
+   next one (exactly, for line trampolines); else NULL. */
 extern _PyPerfSlot *_PyPerfSlot_Find(const char *tramp, PyCodeObject *code,
-                                     size_t slot_size);
+                                     size_t slot_size, _PyPerfKind kind);
 /* The co_extra free function of trampolines: `code` is going away. */
 extern void _PyPerfArena_ForgetCode(void *tramp);
 /* Slot `i` of `a` lost its code object to a wider slot; a frame may
@@ -568,6 +662,8 @@ typedef struct {
     _PyPerfFile *file;            /* NULL until first activated */
     size_t slot_size;             /* trampoline spacing it needs */
     int bit;                      /* its bit in _PyPerfSlot.described */
+    int lines;                    /* activated with lines: code objects
+                                     get line trampolines */
     int elsewhere;                /* on without a file: the map's name is
                                      taken (_PyPerfFile_Taken(): our pid
                                      in another pid namespace that shares

@@ -231,7 +231,8 @@ build_unwind_info(void)
     size_t size =
         (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
     size_t eh_frame_size, hdr_size;
-    if (_PyPerfUnwind_Table(1, 0, _Py_SIZE_ROUND_UP(size, 8), dump.unwind,
+    if (_PyPerfUnwind_Table(_PyPerf_PLAIN, 1, 0, size,
+                            _Py_SIZE_ROUND_UP(size, 8), dump.unwind,
                             sizeof(dump.unwind), &eh_frame_size,
                             &hdr_size) < 0)
     {

@@ -32,6 +32,7 @@
  */
 
 #include "Python.h"
+#include "pycore_code.h"          // _PyCode_InitAddressRange()
 #include "perf_internal.h"
 
 #if defined(PY_HAVE_PERF_TRAMPOLINE) && SIZEOF_VOID_P == 8
@@ -45,7 +46,7 @@ enum {
     AT_high_pc = 0x12, AT_comp_dir = 0x1b,
     FORM_addr = 0x01, FORM_data8 = 0x07, FORM_string = 0x08,
     FORM_udata = 0x0f, FORM_sec_offset = 0x17, FORM_line_strp = 0x1f,
-    LNS_copy = 1, LNS_advance_line = 3, LNS_set_file = 4,
+    LNS_copy = 1, LNS_advance_pc = 2, LNS_advance_line = 3, LNS_set_file = 4,
     LNS_fixed_advance_pc = 9, LNE_end_sequence = 1, LNE_set_address = 2,
     LINE_OPCODE_BASE = 13, LNCT_path = 1, LNCT_directory_index = 2,
 };
@@ -108,15 +109,50 @@ put_line(_PyPerfBytes *w, int64_t line)
 }
 
 /* Offset of slot i's rows from slot 0's.  Slot j's are set_file(j + 1)
-   (1 + uleb_size(j + 1) bytes), its line, fixed_advance_pc (3 bytes);
-   the ULEB128 sizes of 1 .. i add up to i, plus one for each number from
-   128, one more for each from 16384. */
+   (1 + uleb_size(j + 1) bytes), then `block` bytes: its line,
+   fixed_advance_pc (3 bytes), and for a line trampoline the rest of the
+   room its pads' rows may take; the ULEB128 sizes of 1 .. i add up to i,
+   plus one for each number from 128, one more for each from 16384. */
 static uint64_t
-rows_at(size_t i)
+rows_at(size_t i, size_t block)
 {
     uint64_t n = (uint64_t)i;
     uint64_t uleb = n + (n > 127 ? n - 127 : 0) + (n > 16383 ? n - 16383 : 0);
-    return n * (1 + ROW_LINE_SIZE + 3) + uleb;
+    return n * (1 + block) + uleb;
+}
+
+/* The block of a line trampoline's slot `slot_size` bytes long: room for
+   rows, a byte per code unit its pads can stand for, and its end. */
+static size_t
+pads_block(size_t slot_size)
+{
+    return ROW_LINE_SIZE + 3 + 32 + slot_size / 2;
+}
+
+/* `n` (2 to 5) bytes that change nothing: advance_pc by 0, in a ULEB128
+   of n - 1 bytes. */
+static void
+put_nop(_PyPerfBytes *w, size_t n)
+{
+    _PyPerfBytes_U8(w, LNS_advance_pc);
+    for (size_t k = 2; k < n; k++) {
+        _PyPerfBytes_U8(w, 0x80);
+    }
+    _PyPerfBytes_U8(w, 0);
+}
+
+/* Fill a block that started at `start` up to `block` bytes with no-ops
+   (never 1 byte short: the caller leaves 0 or at least 2). */
+static void
+pad_block(_PyPerfBytes *w, size_t start, size_t block)
+{
+    size_t left = start + block - w->n;
+    while (left > 0) {
+        size_t n = left > 7 ? 5 : left > 5 ? left - 2 : left;
+        assert(n >= 2);
+        put_nop(w, n);
+        left -= n;
+    }
 }
 
 /* .debug_info: one compile unit over .text. */
@@ -160,7 +196,7 @@ put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
    per slot (line 0, no source, until it is handed out). */
 static void
 put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-               uint64_t text_addr, _PyPerfLinesLayout *at)
+               _PyPerfKind kind, uint64_t text_addr, _PyPerfLinesLayout *at)
 {
     size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 5);                     /* version */
@@ -209,20 +245,23 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     _PyPerfBytes_U8(w, LNE_set_address);
     _PyPerfBytes_U64(w, text_addr);
     /* A slot's rows: set_file(i + 1), then the same bytes for every
-       slot: its line (0 until it is handed out) and the advance to the
-       next slot. */
-    unsigned char same[ROW_LINE_SIZE + 3];
+       slot: its line (0 until it is handed out), the advance to the next
+       slot, and for a line trampoline no-ops to the end of its block. */
+    at->block = kind == _PyPerf_LINES ? pads_block(slot_size)
+                                      : ROW_LINE_SIZE + 3;
+    unsigned char same[ROW_LINE_SIZE + 3 + 32 + UINT16_MAX / 2];
     _PyPerfBytes t = {same, 0, sizeof(same)};
     put_line(&t, 0);
     _PyPerfBytes_U8(&t, LNS_fixed_advance_pc);
     _PyPerfBytes_U16(&t, (uint16_t)slot_size);
-    assert(t.n == sizeof(same));
+    pad_block(&t, 0, at->block);
+    assert(t.n == at->block);
     at->rows = w->n;
     for (size_t i = 0; i < nslots; i++) {
-        assert(w->n == at->rows + rows_at(i));
+        assert(w->n == at->rows + rows_at(i, at->block));
         _PyPerfBytes_U8(w, LNS_set_file);
         _PyPerfBytes_Uleb(w, i + 1);
-        _PyPerfBytes_Put(w, same, sizeof(same));
+        _PyPerfBytes_Put(w, same, at->block);
     }
     _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
     _PyPerfBytes_U8(w, 1);
@@ -232,7 +271,8 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
 
 void
 _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-                 uint64_t text_addr, _PyPerfLinesLayout *at)
+                 _PyPerfKind kind, uint64_t text_addr,
+                 _PyPerfLinesLayout *at)
 {
     assert(nslots < _PyPerfLines_MAX_SLOTS && slot_size <= UINT16_MAX);
     uint64_t text_size = (uint64_t)nslots * slot_size;
@@ -242,7 +282,7 @@ _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     at->aranges = w->n;
     put_debug_aranges(w, text_addr, text_size);
     at->line = w->n;
-    put_debug_line(w, nslots, slot_size, text_addr, at);
+    put_debug_line(w, nslots, slot_size, kind, text_addr, at);
     at->end = w->n;
 }
 
@@ -257,10 +297,126 @@ _PyPerfLines_Name(unsigned char *debug, const _PyPerfLinesLayout *at,
     put_line(&lw, line > 0 ? line : 0);
     assert(fw.n == sizeof(file) && lw.n == sizeof(row));
     /* (the row's line after its set_file, then the file entry) */
-    memcpy(debug + at->rows + rows_at(i) + 1 + uleb_size(i + 1), row,
-           sizeof(row));
+    memcpy(debug + at->rows + rows_at(i, at->block) + 1 + uleb_size(i + 1),
+           row, sizeof(row));
     memcpy(debug + at->files + (i + 1) * FILE_ENTRY_SIZE, file,
            sizeof(file));
+}
+
+/* A row at `addr` (from the slot's start) of line `line`, after a row at
+   `*addr_p` of line `*line_p`: a special opcode when the two advances
+   fit in one, else advance_pc, advance_line and copy. */
+static void
+put_row(_PyPerfBytes *w, size_t *addr_p, int64_t *line_p, size_t addr,
+        int64_t line)
+{
+    uint64_t da = addr - *addr_p;
+    int64_t dl = line - *line_p;
+    /* (the header's line_base -5, line_range 14) */
+    if (dl >= -5 && dl < 9 && (uint64_t)(dl + 5) + 14 * da + LINE_OPCODE_BASE <= 255) {
+        _PyPerfBytes_U8(w, (unsigned char)((dl + 5) + 14 * da
+                                           + LINE_OPCODE_BASE));
+    }
+    else {
+        _PyPerfBytes_U8(w, LNS_advance_pc);
+        _PyPerfBytes_Uleb(w, da);
+        _PyPerfBytes_U8(w, LNS_advance_line);
+        _PyPerfBytes_Sleb(w, dl);
+        _PyPerfBytes_U8(w, LNS_copy);
+    }
+    *addr_p = addr;
+    *line_p = line;
+}
+
+/* The rows of line trampoline `code`'s slot, `slot_size` bytes, into `w`
+   (a writer with cap 0 measures them), the line register 1 at the start
+   and at the end, the address advanced to the next slot; `end` bytes in
+   all, padded with no-ops (never 1 byte short: the last advance_pc takes
+   a wider ULEB128 then). */
+static void
+put_pads_rows(_PyPerfBytes *w, size_t slot_size, PyCodeObject *code,
+              size_t end)
+{
+    size_t start = w->n;
+    size_t pads = _PyPerf_CodeSize(_PyPerf_LINES);
+    size_t addr = 0;
+    int64_t line = 1;
+    int64_t def = code->co_firstlineno > 0 ? code->co_firstlineno : 0;
+    /* the template and pad 0: the def line (a row at the slot's start) */
+    _PyPerfBytes_U8(w, LNS_advance_line);
+    _PyPerfBytes_Sleb(w, def - 1);
+    _PyPerfBytes_U8(w, LNS_copy);
+    line = def;
+    PyCodeAddressRange range;
+    _PyCode_InitAddressRange(code, &range);
+    while (_PyLineTable_NextAddressRange(&range)) {
+        if (range.ar_line < 0 || range.ar_line == line) {
+            continue;
+        }
+        /* code unit k's line from the byte before pad k + 1 */
+        size_t at = pads + (size_t)range.ar_start + 1;
+        if (at >= slot_size) {
+            break;
+        }
+        put_row(w, &addr, &line, at, range.ar_line);
+    }
+    uint64_t da = slot_size - addr;
+    size_t width = uleb_size(da);
+    size_t fixed = 1 + 1 + 5;     /* advance_pc's opcode, advance_line */
+    if (end != 0 && end - (w->n - start) - (fixed + width) == 1) {
+        width++;
+    }
+    _PyPerfBytes_U8(w, LNS_advance_pc);
+    for (size_t k = 1; k < width; k++) {
+        _PyPerfBytes_U8(w, 0x80 | (unsigned char)(da & 0x7f));
+        da >>= 7;
+    }
+    _PyPerfBytes_U8(w, (unsigned char)da);
+    unsigned char back[5];
+    store_sleb5(back, 1 - line);
+    _PyPerfBytes_U8(w, LNS_advance_line);
+    _PyPerfBytes_Put(w, back, sizeof(back));
+    if (end != 0) {
+        pad_block(w, start, end);
+    }
+}
+
+int
+_PyPerfLines_PadsFit(PyCodeObject *code, size_t slot_size)
+{
+    size_t units = (size_t)Py_SIZE(code);
+    if (_PyPerf_CodeSize(_PyPerf_LINES) + 2 * (units + 1) > slot_size
+        || slot_size > UINT16_MAX)
+    {
+        return 0;
+    }
+    _PyPerfBytes measure = {NULL, 0, 0};
+    put_pads_rows(&measure, slot_size, code, 0);
+    /* (room for the widest ULEB128 and a no-op after it) */
+    return measure.n + 3 <= pads_block(slot_size);
+}
+
+int
+_PyPerfLines_NamePads(unsigned char *debug, const _PyPerfLinesLayout *at,
+                      size_t i, size_t slot_size, PyCodeObject *code,
+                      uint32_t file_str)
+{
+    if (!_PyPerfLines_PadsFit(code, slot_size)
+        || at->block != pads_block(slot_size))
+    {
+        return -1;
+    }
+    unsigned char *block = debug + at->rows + rows_at(i, at->block) + 1
+                           + uleb_size(i + 1);
+    _PyPerfBytes w = {block, 0, at->block};
+    put_pads_rows(&w, slot_size, code, at->block);
+    assert(w.n == at->block);
+    unsigned char file[4];
+    _PyPerfBytes fw = {file, 0, sizeof(file)};
+    _PyPerfBytes_U32(&fw, file_str);
+    memcpy(debug + at->files + (i + 1) * FILE_ENTRY_SIZE, file,
+           sizeof(file));
+    return 0;
 }
 
 #endif /* PY_HAVE_PERF_TRAMPOLINE && SIZEOF_VOID_P == 8 */

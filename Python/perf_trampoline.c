@@ -408,7 +408,7 @@ open_backend(backend_state *st, int may_be_elsewhere)
         }
     }
 sized:;
-    size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize());
+    size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize(_PyPerf_PLAIN));
     st->slot_size = _Py_SIZE_ROUND_UP(size, SLOT_ALIGN);
     return 0;
 }
@@ -596,6 +596,10 @@ _PyPerf_Activate(const char *name)
     }
     if (core.forked) {
         leave_parent_files();
+    }
+    {   /* XXX lines: the option's plumbing comes next */
+        const char *e = getenv("PYTHON_PERF_LINES");
+        st->lines = e != NULL && e[0] == '1';
     }
     switch_result result = switch_to(st, interp);
     int saved = errno;

@@ -152,6 +152,95 @@ template_rules(const unsigned char *code, size_t size, frame_rules *r)
     return 0;
 }
 
+#ifdef PY_HAVE_PERF_LINES
+/* The line trampoline after an optional endbr64: its instructions, with
+   the two displacements that depend on where the template ends (`eval`,
+   the evaluator's address, is its last 8 bytes). */
+static const unsigned char lines_body[] = {
+    0x55,                         /* push %rbp */
+    0x48, 0x89, 0xe5,             /* mov %rsp, %rbp */
+    0x48, 0x8d, 0x05, 0, 0, 0, 0, /* lea pads(%rip), %rax */
+    0x50,                         /* push %rax */
+    0x55,                         /* push %rbp */
+    0x48, 0x89, 0xe5,             /* mov %rsp, %rbp */
+    0x48, 0x83, 0xec, 0x10,       /* sub $16, %rsp */
+    0xff, 0x15, 0, 0, 0, 0,       /* call *eval(%rip) */
+    0xc9,                         /* leave */
+    0xc9,                         /* leave */
+    0xc3,                         /* ret */
+};
+#define LINES_LEA_DISP 7
+#define LINES_CALL_DISP 22
+
+static void
+put_le32(unsigned char *p, uint32_t v)
+{
+    for (int k = 0; k < 4; k++) {
+        p[k] = (unsigned char)(v >> (8 * k));
+    }
+}
+
+/* The rules of the line template's `size` bytes at `code` (int3 to 8
+   bytes, then `eval`), or -1. */
+static int
+lines_template_rules(const unsigned char *code, size_t size, frame_rules *r)
+{
+    size_t e = 0;
+    if (size >= sizeof(endbr64)
+        && memcmp(code, endbr64, sizeof(endbr64)) == 0)
+    {
+        e = sizeof(endbr64);
+    }
+    size_t end = e + sizeof(lines_body);
+    if (size != _Py_SIZE_ROUND_UP(end, 8) + 8) {
+        return -1;
+    }
+    unsigned char want[sizeof(lines_body)];
+    memcpy(want, lines_body, sizeof(want));
+    /* (each displacement is from the end of its instruction) */
+    put_le32(want + LINES_LEA_DISP, (uint32_t)(size - (e + LINES_LEA_DISP + 4)));
+    put_le32(want + LINES_CALL_DISP,
+             (uint32_t)(size - 8 - (e + LINES_CALL_DISP + 4)));
+    if (memcmp(code + e, want, sizeof(want)) != 0) {
+        return -1;
+    }
+    for (size_t k = end; k < size - 8; k++) {
+        if (code[k] != 0xcc) {
+            return -1;
+        }
+    }
+    const unsigned char fde[] = {
+        /* after push %rbp: CFA = rsp + 16, rbp saved at CFA - 16 */
+        DW_CFA_advance_loc(e + 1),
+        DW_CFA_def_cfa_offset, 16,
+        DW_CFA_offset(DWARF_RBP), 2,
+        /* after mov %rsp, %rbp: CFA = rbp + 16 (R's frame, then L's, then
+           R's) to the second leave */
+        DW_CFA_advance_loc(3),
+        DW_CFA_def_cfa_register, DWARF_RBP,
+        /* after the second leave: CFA = rsp + 8, rbp restored */
+        DW_CFA_advance_loc(24),
+        DW_CFA_def_cfa, DWARF_RSP, 8,
+        DW_CFA_restore(DWARF_RBP),
+        /* `eval` and the pads: R's frame, whose record the slot's
+           address (minus one, for DWARF readers) points into */
+        (unsigned char)DW_CFA_advance_loc(size - 8 - (e + 28)),
+        DW_CFA_def_cfa, DWARF_RBP, 16,
+        DW_CFA_offset(DWARF_RBP), 2,
+    };
+    *r = (frame_rules){
+        .augmentation = "zR",
+        .code_align = 1,
+        .ra_reg = DWARF_RA,
+        .cie = {DW_CFA_def_cfa, DWARF_RSP, 8, DW_CFA_offset(DWARF_RA), 1},
+        .cie_size = 5,
+    };
+    memcpy(r->fde, fde, sizeof(fde));
+    r->fde_size = sizeof(fde);
+    return 0;
+}
+#endif /* PY_HAVE_PERF_LINES */
+
 #elif defined(__aarch64__) || (defined(__riscv) && __riscv_xlen == 64)
 
 /* Templates of fixed-size instruction words: each word the template may
@@ -424,19 +513,30 @@ put_eh_frame_hdr(_PyPerfBytes *w, size_t eh_frame_size, size_t first,
 }
 
 int
-_PyPerfUnwind_Table(size_t count, size_t stride, size_t code_before,
-                    unsigned char *buf, size_t cap,
-                    size_t *eh_frame_size_out, size_t *hdr_size_out)
+_PyPerfUnwind_Table(_PyPerfKind kind, size_t count, size_t stride,
+                    size_t covered, size_t code_before, unsigned char *buf,
+                    size_t cap, size_t *eh_frame_size_out,
+                    size_t *hdr_size_out)
 {
-    const unsigned char *code =
-        (const unsigned char *)_Py_trampoline_func_start;
-    size_t size =
-        (size_t)(_Py_trampoline_func_end - _Py_trampoline_func_start);
+    const unsigned char *code = (const unsigned char *)_PyPerf_Template(kind);
+    size_t size = _PyPerf_CodeSize(kind);
     frame_rules r;
-    if (template_rules(code, size, &r) < 0) {
+    int known;
+#ifdef PY_HAVE_PERF_LINES
+    if (kind == _PyPerf_LINES) {
+        known = lines_template_rules(code, size, &r);
+    }
+    else
+#endif
+    {
+        known = template_rules(code, size, &r);
+    }
+    if (known < 0 || covered < size) {
         errno = ENOEXEC;
         return -1;
     }
+    /* (a line trampoline's FDE covers its pads too) */
+    size = covered;
     /* Every displacement below is a signed 32-bit one. */
     if (count == 0 || code_before > INT32_MAX
         || (count - 1) > (INT32_MAX - code_before) / (stride ? stride : 1)
