@@ -382,6 +382,28 @@ set_tmp_limit(const PyConfig *config)
 }
 #endif
 
+/* Lines asked for at start-up: PYTHON_PERF_LINES (an integer, as the
+   other variables), then -X perf_lines over it: on without a value or
+   with 1, off with 0; another value gets a warning and is ignored. */
+static int
+lines_asked(const PyConfig *config)
+{
+    int lines = env_enables(config, "PYTHON_PERF_LINES");
+    const wchar_t *x = find_xoption(config, L"perf_lines");
+    if (x != NULL) {
+        if (x[0] == L'\0' || (x[0] == L'1' && x[1] == L'\0')) {
+            lines = 1;
+        }
+        else if (x[0] == L'0' && x[1] == L'\0') {
+            lines = 0;
+        }
+        else {
+            _PyPerf_Warn("-X perf_lines='%.100ls' is not 0 or 1; ignored", x);
+        }
+    }
+    return lines;
+}
+
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
@@ -408,11 +430,28 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
     if (find_xoption(config, L"perf_jit") != NULL) {
         backend = "perf_jit";
     }
+    int lines = lines_asked(config);
+    if (lines && backend == NULL) {
+        backend = "perf";
+    }
     if (backend == NULL) {
         return;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (_PyPerf_Activate(backend) < 0) {
+#  ifdef PY_HAVE_PERF_LINES
+    if (lines && strcmp(backend, "perf") != 0) {
+        _PyPerf_Warn("perf lines are available with the perf backend only; "
+                     "%s runs without them", backend);
+        lines = 0;
+    }
+#  else
+    if (lines) {
+        _PyPerf_Warn("perf lines not available on this platform; "
+                     "perf runs without them");
+        lines = 0;
+    }
+#  endif
+    if (_PyPerf_Activate(backend, lines) < 0) {
         PyErr_WriteUnraisable(NULL);
     }
 #else
@@ -436,20 +475,25 @@ sys.activate_stack_trampoline
 
     backend: str
     /
+    *
+    lines: bool(accept={int}) = False
 
 Start naming Python functions for perf, with the given backend.
 
 "perf" writes /tmp/perf-PID.map for frame-pointer profiles
 (perf record -g); "perf_jit" writes /tmp/jit-PID.dump with unwind
 tables for perf record --call-graph dwarf and perf inject --jit.
+With lines=True (the perf backend), each Python frame in perf's samples
+also carries the line it is on.
 [clinic start generated code]*/
 
 static PyObject *
-sys_activate_stack_trampoline_impl(PyObject *module, const char *backend)
-/*[clinic end generated code: output=5783cdeb51874b43 input=ed9f2b4a166e5e35]*/
+sys_activate_stack_trampoline_impl(PyObject *module, const char *backend,
+                                   int lines)
+/*[clinic end generated code: output=720e2ba342f32278 input=bd385c80bf45dc83]*/
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (_PyPerf_Activate(backend) < 0) {
+    if (_PyPerf_Activate(backend, lines) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

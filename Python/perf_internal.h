@@ -708,9 +708,11 @@ extern void _PyPerfStack_Fini(void);
    given (deactivation, fork), the warning now. */
 extern void _PyPerf_WarnLostRecords(void);
 
-/* Turn the backend `name` on.  Returns 0 when active, 1 when the file
-   could not be used (a warning was issued), -1 with an exception set. */
-extern int _PyPerf_Activate(const char *name);
+/* Turn the backend `name` on, with line trampolines if `lines` (1) or
+   without (0).  Returns 0 when active, 1 when the file could not be used
+   (a warning was issued), -1 with an exception set (ValueError: an unknown
+   backend, lines where they are not available). */
+extern int _PyPerf_Activate(const char *name, int lines);
 /* Turn the active backend off, if any (the main interpreter's). */
 extern void _PyPerf_Deactivate(void);
 /* The active backend, or NULL. */

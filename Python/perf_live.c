@@ -392,7 +392,7 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
     const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT
                        ? "perf_jit" : "perf";
     errno = 0;
-    int rc = _PyPerf_Activate(name);
+    int rc = _PyPerf_Activate(name, 0);
     if (rc == 1) {
         *error = errno;
         return _PyPerfLive_NO_FILE;

@@ -546,13 +546,35 @@ switch_to(backend_state *st, PyInterpreterState *interp)
     return result;
 }
 
+/* Can backend `st` have line trampolines here?  If not, a ValueError. */
+static int
+lines_available(backend_state *st)
+{
+#ifdef PY_HAVE_PERF_LINES
+    if (strcmp(st->backend->name, "perf") == 0) {
+        return 1;
+    }
+    PyErr_Format(PyExc_ValueError,
+                 "perf lines are available with the perf backend only, "
+                 "not %s", st->backend->name);
+#else
+    (void)st;
+    PyErr_SetString(PyExc_ValueError,
+                    "perf lines not available on this platform");
+#endif
+    return 0;
+}
+
 int
-_PyPerf_Activate(const char *name)
+_PyPerf_Activate(const char *name, int lines)
 {
     backend_state *st = find_backend(name);
     if (st == NULL) {
         /* (cut: the name is the caller's, of any length) */
         PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
+        return -1;
+    }
+    if (lines && !lines_available(st)) {
         return -1;
     }
     PyInterpreterState *interp = _PyThreadState_GET()->interp;
@@ -562,6 +584,14 @@ _PyPerf_Activate(const char *name)
     /* (a new activation says again what it runs short of) */
     core.warned_no_room = 0;
     core.warned_no_arena = 0;
+    if (st == core.active && !core.forked && st->lines != lines
+        && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
+    {
+        /* On, with or without lines: off first, then on again as asked
+           (the code objects move to trampolines of the other kind as
+           they are described). */
+        _PyPerf_Deactivate();
+    }
     if (st == core.active && !core.forked
         && interp->eval_frame == _PyPerfTrampoline_EvalFrame)
     {
@@ -597,10 +627,7 @@ _PyPerf_Activate(const char *name)
     if (core.forked) {
         leave_parent_files();
     }
-    {   /* XXX lines: the option's plumbing comes next */
-        const char *e = getenv("PYTHON_PERF_LINES");
-        st->lines = e != NULL && e[0] == '1';
-    }
+    st->lines = lines;
     switch_result result = switch_to(st, interp);
     int saved = errno;
     TEST_POINT("activated");
@@ -702,7 +729,7 @@ _PyPerfTrampoline_AfterForkChild(void)
            index of its own, the child describes all of it at once. */
         core.activating_after_fork = !core.persist_after_fork
                                 && _PyPerfCode_TakeChildIndex() == 0;
-        if (_PyPerf_Activate(st->backend->name) < 0) {
+        if (_PyPerf_Activate(st->backend->name, st->lines) < 0) {
             PyErr_WriteUnraisable(NULL);
         }
         core.activating_after_fork = 0;

@@ -3,33 +3,45 @@ preserve
 [clinic start generated code]*/
 
 PyDoc_STRVAR(sys_activate_stack_trampoline__doc__,
-"activate_stack_trampoline($module, backend, /)\n"
+"activate_stack_trampoline($module, backend, /, *, lines=False)\n"
 "--\n"
 "\n"
 "Start naming Python functions for perf, with the given backend.\n"
 "\n"
 "\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
 "(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
-"tables for perf record --call-graph dwarf and perf inject --jit.");
+"tables for perf record --call-graph dwarf and perf inject --jit.\n"
+"With lines=True (the perf backend), each Python frame in perf\'s samples\n"
+"also carries the line it is on.");
 
 #define SYS_ACTIVATE_STACK_TRAMPOLINE_METHODDEF    \
-    {"activate_stack_trampoline", (PyCFunction)sys_activate_stack_trampoline, METH_O, sys_activate_stack_trampoline__doc__},
+    {"activate_stack_trampoline", _PyCFunction_CAST(sys_activate_stack_trampoline), METH_FASTCALL|METH_KEYWORDS, sys_activate_stack_trampoline__doc__},
 
 static PyObject *
-sys_activate_stack_trampoline_impl(PyObject *module, const char *backend);
+sys_activate_stack_trampoline_impl(PyObject *module, const char *backend,
+                                   int lines);
 
 static PyObject *
-sys_activate_stack_trampoline(PyObject *module, PyObject *arg)
+sys_activate_stack_trampoline(PyObject *module, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
     PyObject *return_value = NULL;
+    static const char * const _keywords[] = {"", "lines", NULL};
+    static _PyArg_Parser _parser = {NULL, _keywords, "activate_stack_trampoline", 0};
+    PyObject *argsbuf[2];
+    Py_ssize_t noptargs = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) - 1;
     const char *backend;
+    int lines = 0;
 
-    if (!PyUnicode_Check(arg)) {
-        _PyArg_BadArgument("activate_stack_trampoline", "argument", "str", arg);
+    args = _PyArg_UnpackKeywords(args, nargs, NULL, kwnames, &_parser, 1, 1, 0, argsbuf);
+    if (!args) {
+        goto exit;
+    }
+    if (!PyUnicode_Check(args[0])) {
+        _PyArg_BadArgument("activate_stack_trampoline", "argument 1", "str", args[0]);
         goto exit;
     }
     Py_ssize_t backend_length;
-    backend = PyUnicode_AsUTF8AndSize(arg, &backend_length);
+    backend = PyUnicode_AsUTF8AndSize(args[0], &backend_length);
     if (backend == NULL) {
         goto exit;
     }
@@ -37,7 +49,15 @@ sys_activate_stack_trampoline(PyObject *module, PyObject *arg)
         PyErr_SetString(PyExc_ValueError, "embedded null character");
         goto exit;
     }
-    return_value = sys_activate_stack_trampoline_impl(module, backend);
+    if (!noptargs) {
+        goto skip_optional_kwonly;
+    }
+    lines = _PyLong_AsInt(args[1]);
+    if (lines == -1 && PyErr_Occurred()) {
+        goto exit;
+    }
+skip_optional_kwonly:
+    return_value = sys_activate_stack_trampoline_impl(module, backend, lines);
 
 exit:
     return return_value;
@@ -81,4 +101,4 @@ sys_is_stack_trampoline_active(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return sys_is_stack_trampoline_active_impl(module);
 }
-/*[clinic end generated code: output=88da1be0d2bb9885 input=a9049054013a1b77]*/
+/*[clinic end generated code: output=4135ba4164a656e0 input=a9049054013a1b77]*/
