@@ -1,0 +1,294 @@
+"""-X perf_lines: the line each Python frame is on, in perf's own samples
+(perf record -g on the frame-pointer build, --call-graph dwarf on both),
+and in eu-stack's walk of a live process."""
+
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import textwrap
+import time
+import unittest
+
+from test.support import os_helper
+from test.support.script_helper import make_script
+from test.support.perf_helper import (
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, env_with,
+    forget_process, perf_command, requires_perf, run_and_forget, script_pid,
+    stop_process)
+# (setUpModule runs the probes of perf_helper for this module's tests.)
+from ._common import PerfTestCase, setUpModule, tearDownModule
+
+
+HAVE_LINES = bool(sysconfig.get_config_var("PY_HAVE_PERF_LINES"))
+NO_LINES = "no line trampoline on this platform (PY_HAVE_PERF_LINES)"
+
+# The program of known lines: each marker names the line it ends.
+PROGRAM = textwrap.dedent("""\
+    import os, sys, time
+    print("PID", os.getpid(), flush=True)
+
+    def helper(n):
+        s = 0
+        for i in range(n): s += i                      # HELPER_LOOP
+        return s
+
+    def gen(n):
+        for i in range(n):
+            yield sum(range(3000))                     # GEN_A
+            yield sorted(range(1500), key=abs)[0]      # GEN_B
+
+    def fails():
+        raise ValueError("caught")                     # FAILS_RAISE
+
+    def spin(n):
+        t = 0
+        for i in range(n): t += i & 7                  # SPIN_LOOP
+        return t
+
+    def work():
+        spin(20000)                                    # CALL_SPIN
+        data = sorted(range(3000), key=lambda v: -v)   # CALL_SORTED
+        helper(20000)                                  # CALL_HELPER
+        for x in gen(10): pass                         # CALL_GEN
+        try:
+            fails()                                    # CALL_FAILS
+        except ValueError:
+            pass
+
+    end = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < end:
+        work()                                         # CALL_WORK
+    """)
+
+
+def marker_lines(source):
+    """{marker: line number} of the `# MARKER` comments of `source`."""
+    lines = {}
+    for number, text in enumerate(source.splitlines(), 1):
+        m = re.search(r"# ([A-Z_]+)$", text)
+        if m:
+            lines[m.group(1)] = number
+    return lines
+
+
+def parse_srclines(text):
+    """Samples of `perf script -F ip,sym,srcline`: lists of (symbol, line),
+    leaf first; line is None where perf gave no source line."""
+    samples, frames = [], None
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        if not line.strip():
+            if frames:
+                samples.append(frames)
+            frames = None
+            continue
+        if line[0] not in " \t":
+            # (a header line, with fields other than these)
+            frames = []
+            continue
+        if frames is None:
+            frames = []
+        parts = line.split(None, 1)
+        symbol = parts[1].strip() if len(parts) > 1 else "[unknown]"
+        number = None
+        # The frame's source line follows it, more indented, as
+        # FILE:LINE (perf prints a frame without one as ??:0 or the
+        # mapping's name).
+        if i < len(lines) and re.match(r"\s+\S+:\d+$", lines[i]) \
+                and not lines[i].lstrip().startswith(("0x",)):
+            number = int(lines[i].rsplit(":", 1)[1])
+            i += 1
+        frames.append((symbol, number))
+    if frames:
+        samples.append(frames)
+    return samples
+
+
+def python_frames(sample, script):
+    """The Python functions of `sample` in `script`, leaf first, as
+    (qualname, line): two native frames per function with lines on (its
+    trampoline's, then its line record's), the second one's line; None
+    where the function has one frame only."""
+    suffix = ":" + script
+    result = []
+    frames = [(sym, n) for sym, n in sample
+              if sym.startswith("py::") and sym.endswith(suffix)]
+    k = 0
+    while k < len(frames):
+        sym, _ = frames[k]
+        name = sym[len("py::"):-len(suffix)]
+        if k + 1 < len(frames) and frames[k + 1][0] == sym:
+            result.append((name, frames[k + 1][1]))
+            k += 2
+        else:
+            result.append((name, None))
+            k += 1
+    return result
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LINES, NO_LINES)
+@requires_perf
+class LinesInSamplesTests(PerfTestCase):
+
+    def record_lines(self, callgraph, seconds="1.5"):
+        script = make_script(self.tmp, "lines_program", PROGRAM)
+        data = os.path.join(self.tmp, "perf.data")
+        self.addCleanup(os_helper.unlink, data)
+        cmd = perf_command("record", "-F", "999", *callgraph, "-o", data,
+                           "--", sys.executable, "-X", "perf_lines", script,
+                           seconds)
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        text = self.perf_script(data, "-F", "ip,sym,srcline")
+        return [python_frames(s, script) for s in parse_srclines(text)]
+
+    def check_accuracy(self, samples):
+        at = marker_lines(PROGRAM)
+        callers = {"spin": "CALL_SPIN", "helper": "CALL_HELPER",
+                   "gen": "CALL_GEN", "fails": "CALL_FAILS",
+                   "work.<locals>.<lambda>": "CALL_SORTED"}
+        caller_right = caller_all = 0
+        innermost = {"spin": {"SPIN_LOOP"}, "helper": {"HELPER_LOOP"},
+                     "gen": {"GEN_A", "GEN_B"}}
+        inner_right = inner_all = 0
+        gen_lines = set()
+        for frames in samples:
+            # Callers: every frame below another of the program's.
+            for (callee, _), (caller, line) in zip(frames, frames[1:]):
+                if caller == "work" and callee in callers:
+                    caller_all += 1
+                    caller_right += line == at[callers[callee]]
+                elif caller == "<module>" and callee == "work":
+                    caller_all += 1
+                    caller_right += line == at["CALL_WORK"]
+            if frames and frames[0][0] in innermost:
+                name, line = frames[0]
+                inner_all += 1
+                inner_right += line in {at[m] for m in innermost[name]}
+                if name == "gen":
+                    gen_lines.add(line)
+        self.assertGreater(caller_all, 100)
+        self.assertGreaterEqual(caller_right / caller_all, 0.95,
+                                (caller_right, caller_all))
+        self.assertGreater(inner_all, 50)
+        self.assertGreaterEqual(inner_right / inner_all, 0.80,
+                                (inner_right, inner_all))
+        # The generator was seen at both the lines it is resumed at.
+        self.assertLessEqual({at["GEN_A"], at["GEN_B"]}, gen_lines)
+
+    @unittest.skipUnless(HAVE_FRAME_POINTERS,
+                         "perf record -g needs the frame-pointer build")
+    def test_frame_pointers(self):
+        self.check_accuracy(self.record_lines(("-g",)))
+
+    def test_dwarf(self):
+        self.check_accuracy(self.record_lines(("--call-graph", "dwarf")))
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LINES, NO_LINES)
+class LinesElsewhereTests(PerfTestCase):
+
+    def test_eu_stack(self):
+        # elfutils walks the live process with the arena files' unwind
+        # tables and reads their line tables.
+        if subprocess.run(["sh", "-c", "command -v eu-stack"],
+                          capture_output=True).returncode != 0:
+            self.skipTest("eu-stack (elfutils) not installed")
+        source = textwrap.dedent("""\
+            import os
+            def spin():
+                t = 0
+                while True: t += 1        # SPIN_LOOP
+            def work():
+                spin()                    # CALL_SPIN
+            print("PID", os.getpid(), flush=True)
+            work()
+            """)
+        with os_helper.temp_dir() as tmp:
+            script = make_script(tmp, "spin", source)
+            proc = subprocess.Popen(
+                [sys.executable, "-X", "perf_lines", script],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=True, env=env_with())
+            self.addCleanup(stop_process, proc)
+            forget_process(self, proc)
+            pid = script_pid(proc.stdout.readline())
+            time.sleep(0.3)
+            out = subprocess.run(["eu-stack", "-s", "-p", str(pid)],
+                                 capture_output=True, text=True,
+                                 timeout=60).stdout
+        at = marker_lines(source)
+        frames = re.findall(r"py::(\w+):\S+\n\s+\S+:(\d+)", out)
+        self.assertIn(("spin", str(at["SPIN_LOOP"])), frames, out)
+        self.assertIn(("work", str(at["CALL_SPIN"])), frames, out)
+
+    def run_ok(self, *args, **env):
+        proc, pids = run_and_forget(self, *args, env=env_with(**env))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        return proc
+
+    def test_options(self):
+        code = ("import os, sys; print('PID', os.getpid()); "
+                "print(sys.is_stack_trampoline_active())")
+        for args, env in ((["-X", "perf_lines"], {}),
+                          (["-X", "perf_lines=1"], {}),
+                          ([], {"PYTHON_PERF_LINES": "1"}),
+                          (["-X", "perf", "-X", "perf_lines"], {})):
+            with self.subTest(args=args, env=env):
+                proc = self.run_ok(*args, "-c", code, **env)
+                self.assertEqual(proc.stdout.split()[-1], "True")
+                self.assertEqual(proc.stderr, "")
+        proc = self.run_ok("-X", "perf_lines=0", "-c", code,
+                        PYTHON_PERF_LINES="1")
+        self.assertEqual(proc.stdout.split()[-1], "False")
+        proc = self.run_ok("-X", "perf_lines=yes", "-c", code)
+        self.assertIn("-X perf_lines='yes' is not 0 or 1; ignored",
+                      proc.stderr)
+        proc = self.run_ok("-X", "perf_jit", "-X", "perf_lines", "-c", code)
+        self.assertEqual(proc.stdout.split()[-1], "True")
+        self.assertIn("perf lines are available with the perf backend "
+                      "only; perf_jit runs without them", proc.stderr)
+
+    def test_sys_api(self):
+        code = textwrap.dedent("""\
+            import os, sys
+            print("PID", os.getpid())
+            sys.activate_stack_trampoline("perf", lines=True)
+            assert sys.is_stack_trampoline_active()
+            def f():
+                return 1
+            f()
+            # on again without lines, then with them: the same backend
+            sys.activate_stack_trampoline("perf")
+            f()
+            sys.activate_stack_trampoline("perf", lines=True)
+            f()
+            assert sys.is_stack_trampoline_active()
+            try:
+                sys.activate_stack_trampoline("perf_jit", lines=True)
+            except ValueError as e:
+                print(e)
+            try:
+                sys.activate_stack_trampoline("perf", True)
+            except TypeError:
+                print("keyword only")
+            sys.deactivate_stack_trampoline()
+            """)
+        proc = self.run_ok("-c", code)
+        self.assertIn("perf lines are available with the perf backend "
+                      "only, not perf_jit", proc.stdout)
+        self.assertIn("keyword only", proc.stdout)
+        self.assertEqual(proc.stderr, "")
+
+if __name__ == "__main__":
+    unittest.main()
