@@ -473,7 +473,7 @@ module sys
 /*[clinic input]
 sys.activate_stack_trampoline
 
-    backend: str
+    backend: object
     /
     *
     lines: bool(accept={int}) = False
@@ -488,16 +488,36 @@ also carries the line it is on.
 [clinic start generated code]*/
 
 static PyObject *
-sys_activate_stack_trampoline_impl(PyObject *module, const char *backend,
+sys_activate_stack_trampoline_impl(PyObject *module, PyObject *backend,
                                    int lines)
-/*[clinic end generated code: output=720e2ba342f32278 input=bd385c80bf45dc83]*/
+/*[clinic end generated code: output=2e6ecb623da5a165 input=b755ef50c99db552]*/
 {
+    /* `backend` is converted here, not by Argument Clinic: with a keyword
+       beside it, Clinic's messages would number it ("argument 1"), where
+       CPython 3.12+, whose function has the one argument, does not. */
+    if (!PyUnicode_Check(backend)) {
+        PyErr_Format(PyExc_TypeError,
+                     "activate_stack_trampoline() argument must be str, "
+                     "not %.50s",
+                     backend == Py_None ? "None" : Py_TYPE(backend)->tp_name);
+        return NULL;
+    }
+    Py_ssize_t len;
+    const char *name = PyUnicode_AsUTF8AndSize(backend, &len);
+    if (name == NULL) {
+        return NULL;
+    }
+    if (strlen(name) != (size_t)len) {
+        PyErr_SetString(PyExc_ValueError, "embedded null character");
+        return NULL;
+    }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (_PyPerf_Activate(backend, lines) < 0) {
+    if (_PyPerf_Activate(name, lines) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;
 #else
+    (void)lines;
     PyErr_SetString(PyExc_ValueError, "perf trampoline not available");
     return NULL;
 #endif

@@ -68,15 +68,16 @@ PyObject *_PyPerf_EvalFrameLines(PyThreadState *, _PyInterpreterFrame *, int);
 #define PERF_LINES_DELTA (*(intptr_t *)__builtin_dwarf_cfa())
 
 /* At the evaluator's entry: delta from pad 0, which the trampoline put in
-   the slot; a resumed generator or coroutine stores where it resumes. */
+   the slot; then the pad of where the frame resumes, which is pad 0 again
+   for a new frame (prev_instr is then the code unit before the first),
+   and a resumed generator's or coroutine's line (no test: it costs more
+   than the store). */
 #define PERF_LINES_ENTRY(frame) \
     do { \
-        PERF_LINES_DELTA = PERF_LINES_SLOT \
-                           - (char *)_PyCode_CODE((frame)->f_code); \
-        if (_PyInterpreterFrame_LASTI(frame) >= 0) { \
-            PERF_LINES_SLOT = (char *)((frame)->prev_instr + 1) \
-                              + PERF_LINES_DELTA; \
-        } \
+        PERF_LINES_DELTA = (intptr_t)PERF_LINES_SLOT \
+                           - (intptr_t)_PyCode_CODE((frame)->f_code); \
+        PERF_LINES_SLOT = (char *)((uintptr_t)((frame)->prev_instr + 1) \
+                                   + PERF_LINES_DELTA); \
     } while (0)
 
 /* How far past the instruction's own code unit the stored one is, plus
@@ -104,9 +105,12 @@ static const unsigned char perf_lines_store[256] = {
     [JUMP_BACKWARD] = 1, [JUMP_BACKWARD_QUICK] = 1,
     [POP_JUMP_BACKWARD_IF_FALSE] = 1, [POP_JUMP_BACKWARD_IF_TRUE] = 1,
     [POP_JUMP_BACKWARD_IF_NONE] = 1, [POP_JUMP_BACKWARD_IF_NOT_NONE] = 1,
-    /* statement ends: the next statement's line */
+    /* statement ends: the next statement's line (not POP_TOP, which
+       ends expression statements: it cost 1 to 2 instructions per call
+       on bench/'s objects and coroutines, for lines the next call or
+       assignment stores anyway) */
     [STORE_FAST] = 2, [STORE_FAST__LOAD_FAST] = 2,
-    [STORE_FAST__STORE_FAST] = 2, [POP_TOP] = 2,
+    [STORE_FAST__STORE_FAST] = 3,
     [STORE_NAME] = 2, [STORE_GLOBAL] = 2, [STORE_DEREF] = 2,
     [STORE_ATTR] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
     [STORE_ATTR_ADAPTIVE] = 2 + INLINE_CACHE_ENTRIES_STORE_ATTR,
@@ -124,8 +128,9 @@ static const unsigned char perf_lines_store[256] = {
     do { \
         frame->prev_instr = next_instr++; \
         if (perf_lines_store[op]) { \
-            PERF_LINES_SLOT = (char *)(next_instr + perf_lines_store[op] - 1) \
-                              + PERF_LINES_DELTA; \
+            PERF_LINES_SLOT = (char *)((uintptr_t)(next_instr \
+                                                   + perf_lines_store[op] - 1) \
+                                       + PERF_LINES_DELTA); \
         } \
     } while (0)
 

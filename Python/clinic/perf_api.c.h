@@ -18,7 +18,7 @@ PyDoc_STRVAR(sys_activate_stack_trampoline__doc__,
     {"activate_stack_trampoline", _PyCFunction_CAST(sys_activate_stack_trampoline), METH_FASTCALL|METH_KEYWORDS, sys_activate_stack_trampoline__doc__},
 
 static PyObject *
-sys_activate_stack_trampoline_impl(PyObject *module, const char *backend,
+sys_activate_stack_trampoline_impl(PyObject *module, PyObject *backend,
                                    int lines);
 
 static PyObject *
@@ -29,26 +29,14 @@ sys_activate_stack_trampoline(PyObject *module, PyObject *const *args, Py_ssize_
     static _PyArg_Parser _parser = {NULL, _keywords, "activate_stack_trampoline", 0};
     PyObject *argsbuf[2];
     Py_ssize_t noptargs = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0) - 1;
-    const char *backend;
+    PyObject *backend;
     int lines = 0;
 
     args = _PyArg_UnpackKeywords(args, nargs, NULL, kwnames, &_parser, 1, 1, 0, argsbuf);
     if (!args) {
         goto exit;
     }
-    if (!PyUnicode_Check(args[0])) {
-        _PyArg_BadArgument("activate_stack_trampoline", "argument 1", "str", args[0]);
-        goto exit;
-    }
-    Py_ssize_t backend_length;
-    backend = PyUnicode_AsUTF8AndSize(args[0], &backend_length);
-    if (backend == NULL) {
-        goto exit;
-    }
-    if (strlen(backend) != (size_t)backend_length) {
-        PyErr_SetString(PyExc_ValueError, "embedded null character");
-        goto exit;
-    }
+    backend = args[0];
     if (!noptargs) {
         goto skip_optional_kwonly;
     }
@@ -101,4 +89,4 @@ sys_is_stack_trampoline_active(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return sys_is_stack_trampoline_active_impl(module);
 }
-/*[clinic end generated code: output=4135ba4164a656e0 input=a9049054013a1b77]*/
+/*[clinic end generated code: output=91a6d59cd230c8c9 input=a9049054013a1b77]*/

@@ -9,16 +9,18 @@ import sys
 import sysconfig
 import textwrap
 import time
+import types
 import unittest
 
 from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
-    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, env_with,
+    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with,
     forget_process, perf_command, requires_perf, run_and_forget, script_pid,
     stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import PerfTestCase, setUpModule, tearDownModule
+from .test_arena_files import ADDR2LINE, EU_ADDR2LINE, symbols
 
 
 HAVE_LINES = bool(sysconfig.get_config_var("PY_HAVE_PERF_LINES"))
@@ -231,6 +233,52 @@ class LinesElsewhereTests(PerfTestCase):
         frames = re.findall(r"py::(\w+):\S+\n\s+\S+:(\d+)", out)
         self.assertIn(("spin", str(at["SPIN_LOOP"])), frames, out)
         self.assertIn(("work", str(at["CALL_SPIN"])), frames, out)
+
+    def test_addr2line(self):
+        # Every pad of a function has the line of its code unit in the
+        # trampoline file's line table, at its address (perf -g) and the
+        # address before it (DWARF readers), for binutils and elfutils.
+        source = textwrap.dedent("""\
+            import os
+            print("PID", os.getpid(), flush=True)
+            def f(n):
+                a = n + 1
+                b = [a,
+                     a * 2]
+                return sum(b)
+            f(3)
+            """)
+        script = make_script(self.tmp, "pads", source)
+        proc, pids = run_and_forget(self, "-X", "perf_lines", script)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        paths = arena_paths(pids[0], self.since)
+        name = f"py::f:{script}"
+        found = [(p, symbols(p)) for p in paths]
+        found = [(p, syms[name]) for p, syms in found if name in syms]
+        self.assertEqual(len(found), 1, paths)
+        path, (value, size) = found[0]
+        code, = [c for c in compile(source, script, "exec").co_consts
+                 if isinstance(c, types.CodeType) and c.co_name == "f"]
+        template = 48 if "-fcf-protection" in (
+            sysconfig.get_config_var("CFLAGS") or "") else 40
+        addrs, want = [value, value + template - 1], [3, 3]
+        for start, end, line in code.co_lines():
+            if line is None:
+                continue
+            for unit in range(start // 2, end // 2):
+                pad = value + template + 2 * (unit + 1)
+                addrs += [pad, pad - 1]
+                want += [line, line]
+        self.assertLessEqual(addrs[-1], value + size)
+        self.assertGreater(len(set(want)), 3)
+        tools = [t for t in (ADDR2LINE, EU_ADDR2LINE) if t is not None]
+        if not tools:
+            self.skipTest("needs addr2line or eu-addr2line")
+        for tool in tools:
+            out = subprocess.run([tool, "-e", path, *map(hex, addrs)],
+                                 capture_output=True, text=True, check=True)
+            got = [int(l.rsplit(":", 1)[1]) for l in out.stdout.split()]
+            self.assertEqual(got, want, tool)
 
     def run_ok(self, *args, **env):
         proc, pids = run_and_forget(self, *args, env=env_with(**env))
