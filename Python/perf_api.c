@@ -512,7 +512,7 @@ sys_activate_stack_trampoline_impl(PyObject *module, PyObject *backend,
         return NULL;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (_PyPerf_Activate(name, lines) < 0) {
+    if (_PyPerf_Activate(name, lines != 0) < 0) {
         return NULL;
     }
     Py_RETURN_NONE;

@@ -24,6 +24,7 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <errno.h>
+#include <string.h>
 
 /* The co_extra index of trampolines (see pycore_perf_trampoline.h), -1
    before the first activation. */
@@ -260,11 +261,20 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
        to name itself, is not written at all; one in anonymous memory
        has only this record, which goes out now. */
     int record = _PyPerfSlot_Recorded(tramp, st->backend->names_for_good);
+    size_t covered = _PyPerfSlot_Covered(tramp);
+    if (covered != _PyPerf_CodeSize(_PyPerf_PLAIN)
+        && strcmp(st->backend->name, "perf") != 0)
+    {
+        /* A line trampoline still running, made while the perf backend
+           had lines: the jitdump cannot describe it (its unwind records
+           are the plain template's), so it goes undescribed; its code
+           object moves to a plain trampoline for its next calls. */
+        record = _PyPerf_RECORD_NONE;
+    }
     int r = 0;
     if (record != _PyPerf_RECORD_NONE) {
         _PyPerfFile_Later(st->file, record == _PyPerf_RECORD_LATER);
-        r = st->backend->write_entry(st->file, tramp,
-                                     _PyPerfSlot_Covered(tramp), info->code);
+        r = st->backend->write_entry(st->file, tramp, covered, info->code);
         _PyPerfFile_Later(st->file, 0);
     }
     if (r < 0) {

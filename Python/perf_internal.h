@@ -709,7 +709,7 @@ extern void _PyPerfStack_Fini(void);
 extern void _PyPerf_WarnLostRecords(void);
 
 /* Turn the backend `name` on, with line trampolines if `lines` (1) or
-   without (0).  Returns 0 when active, 1 when the file could not be used
+   without (0), or as it is if it is on (-1; else without).  Returns 0 when active, 1 when the file could not be used
    (a warning was issued), -1 with an exception set (ValueError: an unknown
    backend, lines where they are not available). */
 extern int _PyPerf_Activate(const char *name, int lines);

@@ -249,19 +249,16 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
        slot, and for a line trampoline no-ops to the end of its block. */
     at->block = kind == _PyPerf_LINES ? pads_block(slot_size)
                                       : ROW_LINE_SIZE + 3;
-    unsigned char same[ROW_LINE_SIZE + 3 + 32 + UINT16_MAX / 2];
-    _PyPerfBytes t = {same, 0, sizeof(same)};
-    put_line(&t, 0);
-    _PyPerfBytes_U8(&t, LNS_fixed_advance_pc);
-    _PyPerfBytes_U16(&t, (uint16_t)slot_size);
-    pad_block(&t, 0, at->block);
-    assert(t.n == at->block);
     at->rows = w->n;
     for (size_t i = 0; i < nslots; i++) {
         assert(w->n == at->rows + rows_at(i, at->block));
         _PyPerfBytes_U8(w, LNS_set_file);
         _PyPerfBytes_Uleb(w, i + 1);
-        _PyPerfBytes_Put(w, same, at->block);
+        size_t block = w->n;
+        put_line(w, 0);
+        _PyPerfBytes_U8(w, LNS_fixed_advance_pc);
+        _PyPerfBytes_U16(w, (uint16_t)slot_size);
+        pad_block(w, block, at->block);
     }
     _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
     _PyPerfBytes_U8(w, 1);

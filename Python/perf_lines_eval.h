@@ -101,6 +101,9 @@ static const unsigned char perf_lines_store[256] = {
     [BINARY_SUBSCR_DICT] = 1, [BINARY_SUBSCR_GETITEM] = 1,
     [BINARY_SUBSCR_LIST_INT] = 1, [BINARY_SUBSCR_TUPLE_INT] = 1,
     [FOR_ITER] = 1, [SEND] = 1,
+    /* implicit calls that are rarely hot: the caller's line anyway */
+    [IMPORT_NAME] = 1, [IMPORT_STAR] = 1, [BEFORE_WITH] = 1,
+    [BEFORE_ASYNC_WITH] = 1, [WITH_EXCEPT_START] = 1,
     /* loops */
     [JUMP_BACKWARD] = 1, [JUMP_BACKWARD_QUICK] = 1,
     [POP_JUMP_BACKWARD_IF_FALSE] = 1, [POP_JUMP_BACKWARD_IF_TRUE] = 1,
@@ -134,14 +137,17 @@ static const unsigned char perf_lines_store[256] = {
         } \
     } while (0)
 
-/* Never inline (see above). */
-#undef PERF_TRAMPOLINE_OTHER_HOOK
-#define PERF_TRAMPOLINE_OTHER_HOOK(tstate) 0
+/* Never inline (see above): a frame pushed where the first evaluator
+   would run it inline (our hook, or no hook at all) goes to
+   perf_trampoline_frame.  Another PEP 523 hook is still honoured: the
+   generic CALL then takes the vectorcall path, and CALL_PY_* deoptimize
+   to it. */
 #undef PERF_TRAMPOLINE_HOOK
 #define PERF_TRAMPOLINE_HOOK(tstate) 1
 #undef PERF_TRAMPOLINE_GOTO_IF_HOOKED
 #define PERF_TRAMPOLINE_GOTO_IF_HOOKED(tstate, label) goto label
 #undef PERF_TRAMPOLINE_HOOK_REREAD
-#define PERF_TRAMPOLINE_HOOK_REREAD(tstate) 1
+#define PERF_TRAMPOLINE_HOOK_REREAD(tstate) \
+    (!PERF_TRAMPOLINE_OTHER_HOOK(tstate))
 
 #endif /* Py_PERF_LINES */

@@ -392,7 +392,8 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
     const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT
                        ? "perf_jit" : "perf";
     errno = 0;
-    int rc = _PyPerf_Activate(name, 0);
+    /* (lines as they are: a request cannot ask for them yet) */
+    int rc = _PyPerf_Activate(name, -1);
     if (rc == 1) {
         *error = errno;
         return _PyPerfLive_NO_FILE;

@@ -574,6 +574,9 @@ _PyPerf_Activate(const char *name, int lines)
         PyErr_Format(PyExc_ValueError, "invalid backend: %.200s", name);
         return -1;
     }
+    if (lines < 0) {
+        lines = st == core.active ? st->lines : 0;
+    }
     if (lines && !lines_available(st)) {
         return -1;
     }
