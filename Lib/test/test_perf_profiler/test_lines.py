@@ -113,19 +113,21 @@ def parse_srclines(text):
 
 def python_frames(sample, script):
     """The Python functions of `sample` in `script`, leaf first, as
-    (qualname, line): two native frames per function with lines on (its
-    trampoline's, then its line record's), the second one's line; None
-    where the function has one frame only."""
+    (qualname, line): with lines on, two native frames next to each other
+    per function (its trampoline's, then its line record's), and the
+    second one's line; None where a function has one frame only (a
+    recursive call has the evaluator between two frames of one function)."""
     suffix = ":" + script
     result = []
-    frames = [(sym, n) for sym, n in sample
-              if sym.startswith("py::") and sym.endswith(suffix)]
     k = 0
-    while k < len(frames):
-        sym, _ = frames[k]
+    while k < len(sample):
+        sym, _ = sample[k]
+        if not (sym.startswith("py::") and sym.endswith(suffix)):
+            k += 1
+            continue
         name = sym[len("py::"):-len(suffix)]
-        if k + 1 < len(frames) and frames[k + 1][0] == sym:
-            result.append((name, frames[k + 1][1]))
+        if k + 1 < len(sample) and sample[k + 1][0] == sym:
+            result.append((name, sample[k + 1][1]))
             k += 2
         else:
             result.append((name, None))
