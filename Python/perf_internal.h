@@ -66,8 +66,11 @@ typedef enum {
 #ifdef PY_HAVE_PERF_LINES
 extern char _Py_trampoline_lines_start[];
 extern char _Py_trampoline_lines_end[];
+/* The second evaluator (patch 0015); weak, so that the series without
+   that patch still links (there are no lines then: NULL). */
 extern PyObject *_PyPerf_EvalFrameLines(PyThreadState *,
-                                        struct _PyInterpreterFrame *, int);
+                                        struct _PyInterpreterFrame *, int)
+    __attribute__((weak));
 #endif
 
 static inline const char *

@@ -551,6 +551,11 @@ static int
 lines_available(backend_state *st)
 {
 #ifdef PY_HAVE_PERF_LINES
+    if (_PyPerf_EvalFrameLines == NULL) {
+        PyErr_SetString(PyExc_ValueError,
+                        "perf lines not available in this build");
+        return 0;
+    }
     if (strcmp(st->backend->name, "perf") == 0) {
         return 1;
     }
