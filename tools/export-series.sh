@@ -60,6 +60,8 @@ new_files_of() {
                  Include/internal/pycore_perf_live.h ;;
         0013-build-train-pgo-*)
             echo Lib/test/perf_pgo_task.py ;;
+        0015-ceval-a-second-evaluator-*)
+            echo Python/perf_lines_eval.h ;;
         0011-live-activation-*)
             echo Lib/perf_trampoline.py Lib/_perf_live.py Lib/_perf_remote.py \
                  Lib/_perf_record.py Lib/_perf_archive.py Lib/_perf_collapse.py \
