@@ -108,17 +108,35 @@ static const unsigned char template_body[] = {
     0xc3,                         /* ret */
 };
 
+/* The bytes of the endbr64 that `code` starts with under CET, or 0. */
+static size_t
+endbr64_size(const unsigned char *code, size_t size)
+{
+    return (size >= sizeof(endbr64)
+            && memcmp(code, endbr64, sizeof(endbr64)) == 0)
+           ? sizeof(endbr64) : 0;
+}
+
+/* The CIE of both x86_64 templates: CFA = rsp + 8, return address at
+   CFA - 8. */
+static void
+x86_64_cie(frame_rules *r)
+{
+    *r = (frame_rules){
+        .augmentation = "zR",
+        .code_align = 1,
+        .ra_reg = DWARF_RA,
+        .cie = {DW_CFA_def_cfa, DWARF_RSP, 8, DW_CFA_offset(DWARF_RA), 1},
+        .cie_size = 5,
+    };
+}
+
 /* The rules of the template's `size` bytes at `code`, or -1 when the
    template is not the one described here. */
 static int
 template_rules(const unsigned char *code, size_t size, frame_rules *r)
 {
-    size_t e = 0;
-    if (size >= sizeof(endbr64)
-        && memcmp(code, endbr64, sizeof(endbr64)) == 0)
-    {
-        e = sizeof(endbr64);
-    }
+    size_t e = endbr64_size(code, size);
     if (size != e + sizeof(template_body)
         || memcmp(code + e, template_body, sizeof(template_body)) != 0)
     {
@@ -138,14 +156,7 @@ template_rules(const unsigned char *code, size_t size, frame_rules *r)
         DW_CFA_def_cfa, DWARF_RSP, 8,
         DW_CFA_restore(DWARF_RBP),
     };
-    /* CIE: CFA = rsp + 8, return address at CFA - 8. */
-    *r = (frame_rules){
-        .augmentation = "zR",
-        .code_align = 1,
-        .ra_reg = DWARF_RA,
-        .cie = {DW_CFA_def_cfa, DWARF_RSP, 8, DW_CFA_offset(DWARF_RA), 1},
-        .cie_size = 5,
-    };
+    x86_64_cie(r);
     memcpy(r->fde, fde, sizeof(fde));
     r->fde[0] = DW_CFA_advance_loc(e + 1);
     r->fde_size = sizeof(fde);
@@ -185,12 +196,7 @@ put_le32(unsigned char *p, uint32_t v)
 static int
 lines_template_rules(const unsigned char *code, size_t size, frame_rules *r)
 {
-    size_t e = 0;
-    if (size >= sizeof(endbr64)
-        && memcmp(code, endbr64, sizeof(endbr64)) == 0)
-    {
-        e = sizeof(endbr64);
-    }
+    size_t e = endbr64_size(code, size);
     size_t end = e + sizeof(lines_body);
     if (size != _Py_SIZE_ROUND_UP(end, 8) + 8) {
         return -1;
@@ -228,13 +234,7 @@ lines_template_rules(const unsigned char *code, size_t size, frame_rules *r)
         DW_CFA_def_cfa, DWARF_RBP, 16,
         DW_CFA_offset(DWARF_RBP), 2,
     };
-    *r = (frame_rules){
-        .augmentation = "zR",
-        .code_align = 1,
-        .ra_reg = DWARF_RA,
-        .cie = {DW_CFA_def_cfa, DWARF_RSP, 8, DW_CFA_offset(DWARF_RA), 1},
-        .cie_size = 5,
-    };
+    x86_64_cie(r);
     memcpy(r->fde, fde, sizeof(fde));
     r->fde_size = sizeof(fde);
     return 0;
