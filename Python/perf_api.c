@@ -439,8 +439,9 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 #  ifdef PY_HAVE_PERF_LINES
-    if (lines && strcmp(backend, "perf") != 0) {
-        _PyPerf_Warn("perf lines are available with the perf backend only; "
+    if (lines && _PyPerf_EvalFrameLines == NULL) {
+        /* (a series without the patch of the second evaluator) */
+        _PyPerf_Warn("perf lines not available in this build; "
                      "%s runs without them", backend);
         lines = 0;
     }
@@ -483,14 +484,14 @@ Start naming Python functions for perf, with the given backend.
 "perf" writes /tmp/perf-PID.map for frame-pointer profiles
 (perf record -g); "perf_jit" writes /tmp/jit-PID.dump with unwind
 tables for perf record --call-graph dwarf and perf inject --jit.
-With lines=True (the perf backend), each Python frame in perf's samples
-also carries the line it is on.
+With lines=True, each Python frame in perf's samples also carries the
+line it is on.
 [clinic start generated code]*/
 
 static PyObject *
 sys_activate_stack_trampoline_impl(PyObject *module, PyObject *backend,
                                    int lines)
-/*[clinic end generated code: output=2e6ecb623da5a165 input=b755ef50c99db552]*/
+/*[clinic end generated code: output=2e6ecb623da5a165 input=492b0a68af46ff7a]*/
 {
     /* `backend` is converted here, not by Argument Clinic: with a keyword
        beside it, Clinic's messages would number it ("argument 1"), where

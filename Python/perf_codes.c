@@ -132,10 +132,16 @@ slot_shape(_PyPerfBackendState *st, PyCodeObject *code, size_t *slot_size)
 {
 #ifdef PY_HAVE_PERF_LINES
     if (st->lines) {
+        /* (the jitdump's code loads are followed by their unwind tables,
+           in the slot) */
+        size_t room = st->backend->bytes_per_code(_PyPerfLines_Used(code),
+                                                  _PyPerf_LINES);
         for (size_t size = LINES_SLOT_MIN; size <= LINES_SLOT_MAX;
              size *= 2)
         {
-            if (size >= st->slot_size && _PyPerfLines_PadsFit(code, size)) {
+            if (size >= st->slot_size && size >= room
+                && _PyPerfLines_PadsFit(code, size))
+            {
                 *slot_size = size;
                 return _PyPerf_LINES;
             }
@@ -262,15 +268,18 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
        has only this record, which goes out now. */
     int record = _PyPerfSlot_Recorded(tramp, st->backend->names_for_good);
     size_t covered = _PyPerfSlot_Covered(tramp);
+#ifdef PY_HAVE_PERF_LINES
     if (covered != _PyPerf_CodeSize(_PyPerf_PLAIN)
-        && strcmp(st->backend->name, "perf") != 0)
+        && st->backend->bytes_per_code(_PyPerfLines_Used(info->code),
+                                       _PyPerf_LINES) > covered)
     {
         /* A line trampoline still running, made while the perf backend
-           had lines: the jitdump cannot describe it (its unwind records
-           are the plain template's), so it goes undescribed; its code
-           object moves to a plain trampoline for its next calls. */
+           had lines, in a slot without room for the jitdump's unwind
+           table after its code: it goes undescribed; its code object
+           moves to a trampoline that has the room for its next calls. */
         record = _PyPerf_RECORD_NONE;
     }
+#endif
     int r = 0;
     if (record != _PyPerf_RECORD_NONE) {
         _PyPerfFile_Later(st->file, record == _PyPerf_RECORD_LATER);

@@ -109,16 +109,17 @@ typedef struct {
     /* Called once the file is open: write a header, set up markers.
        Returns 0, or -1 with errno set. */
     int (*init)(_PyPerfFile *file);
-    /* Describe one trampoline of `size` bytes at `code` for `co`.
+    /* Describe one trampoline of `size` bytes at `code` for `co` (a line
+       trampoline: its slot, and its code is _PyPerfLines_Used(co) bytes).
        Returns 0, or -1 with errno set. */
     int (*write_entry)(_PyPerfFile *file, const void *code, size_t size,
                        PyCodeObject *co);
     /* Called before the file is closed at exit (not after fork). */
     void (*fini)(_PyPerfFile *file);
-    /* Address space each trampoline needs for itself, from its first
-       byte, while this backend describes it (at least code_size).
-       Called after init. */
-    size_t (*bytes_per_code)(size_t code_size);
+    /* Address space each trampoline of template `kind` whose code is
+       code_size bytes needs for itself, from its first byte, while this
+       backend describes it (at least code_size).  Called after init. */
+    size_t (*bytes_per_code)(size_t code_size, _PyPerfKind kind);
     /* Its records carry no time: an address they name must never get
        another owner (the map's readers take each line as true for the
        whole run). */
@@ -375,6 +376,17 @@ extern void _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots,
 /* Can the rows of `code`'s pads go in a line trampoline's slot of
    `slot_size` bytes (its pads and its share of .debug_line)? */
 extern int _PyPerfLines_PadsFit(PyCodeObject *code, size_t slot_size);
+/* The bytes of `code`'s line trampoline that it runs or stands for: the
+   template, then a pad per code unit and one more. */
+extern size_t _PyPerfLines_Used(PyCodeObject *code);
+/* The rows of `code`'s line trampoline, in address order, to `row` (a
+   return of -1 stops them, and is returned): (0, its def line), then
+   (T + 2k + 1, code unit k's line) where the line changes, T being the
+   template's size, for addresses below `limit`.  Pad k + 1 and the byte
+   before it are then on code unit k's line. */
+typedef int (*_PyPerfRowFunc)(void *arg, size_t at, int64_t line);
+extern int _PyPerfLines_Rows(PyCodeObject *code, size_t limit,
+                             _PyPerfRowFunc row, void *arg);
 /* Name line trampoline slot `i` (`slot_size` bytes apart) after `code`:
    a row for its `def` line, then one where the line of its pads changes
    (one pad of 2 bytes per code unit after the template; pad k + 1 and the

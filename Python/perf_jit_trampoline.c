@@ -142,6 +142,7 @@ static struct {
     unsigned char unwind[128];    /* .eh_frame then .eh_frame_hdr */
     size_t unwind_size;
     size_t eh_frame_hdr_size;
+    size_t lines_unwind_size;     /* a line trampoline's (per load) */
 } dump;
 
 /* The kernel's id of the calling thread, asked for once per thread and
@@ -223,6 +224,25 @@ drop_close_record(int fd)
     return 0;
 }
 
+/* A line trampoline's table, for its `code_size` bytes, into `buf`:
+   the FDE covers its pads, which its frames' line records point into. */
+#ifdef PY_HAVE_PERF_LINES
+static int
+lines_unwind_info(size_t code_size, unsigned char *buf, size_t cap,
+                  size_t *size_out, size_t *hdr_size_out)
+{
+    size_t eh_frame_size;
+    if (_PyPerfUnwind_Table(_PyPerf_LINES, 1, 0, code_size,
+                            _Py_SIZE_ROUND_UP(code_size, 8), buf, cap,
+                            &eh_frame_size, hdr_size_out) < 0)
+    {
+        return -1;
+    }
+    *size_out = eh_frame_size + *hdr_size_out;
+    return 0;
+}
+#endif
+
 /* The template's .eh_frame and .eh_frame_hdr where perf's ELF file puts
    them: round_up(code size, 8) bytes after the code's first byte. */
 static int
@@ -240,6 +260,15 @@ build_unwind_info(void)
     }
     dump.unwind_size = eh_frame_size + hdr_size;
     dump.eh_frame_hdr_size = hdr_size;
+#ifdef PY_HAVE_PERF_LINES
+    /* (the same size for any code size: measured on the template) */
+    size_t lines_size;
+    if (lines_unwind_info(_PyPerf_CodeSize(_PyPerf_LINES), NULL, 0,
+                          &lines_size, &hdr_size) == 0)
+    {
+        dump.lines_unwind_size = lines_size;
+    }
+#endif
     return 0;
 }
 
@@ -282,6 +311,33 @@ put(unsigned char **p, const void *data, size_t size)
     *p += size;
 }
 
+/* The debug entries of a line trampoline: its rows (Python/perf_lines.c),
+   each an entry, counted first, then written at `p`. */
+typedef struct {
+    unsigned char *p;             /* NULL: count only */
+    size_t count;
+    uint64_t addr;
+    const char *fname;
+    size_t fname_len;
+} debug_entries;
+
+static int
+put_debug_entry(void *arg, size_t at, int64_t line)
+{
+    debug_entries *d = (debug_entries *)arg;
+    d->count++;
+    if (d->p != NULL) {
+        jit_debug_entry de = {
+            .code_addr = d->addr + at,
+            .line = (uint32_t)(line > 0 ? line : 0),
+            .discrim = 0,
+        };
+        put(&d->p, &de, sizeof(de));
+        put(&d->p, d->fname, d->fname_len);
+    }
+    return 0;
+}
+
 static int
 jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
                 PyCodeObject *co)
@@ -293,27 +349,54 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
     size_t fname_len = name_len - file_at;
     uint64_t now = timestamp();
     uint64_t addr = (uint64_t)(uintptr_t)code;
+    const unsigned char *unwind = dump.unwind;
+    size_t unwind_size = dump.unwind_size;
+    size_t hdr_size = dump.eh_frame_hdr_size;
 
-    /* The source location: the function's first line, from the first
-       byte of the trampoline to its end.  perf 6.1 turns each entry into
-       a line-table row at the entry's offset from code_addr (checked with
-       readelf --debug-dump=decodedline on its jitted-*.so: no ELF header
-       offset, unlike what some producers add for other perf versions) and
-       ends the sequence at the last entry, hence two entries. */
+    /* The source location.  perf 6.1 turns each entry into a line-table
+       row at the entry's offset from code_addr (checked with readelf
+       --debug-dump=decodedline on its jitted-*.so: no ELF header offset,
+       unlike what some producers add for other perf versions) and ends
+       the sequence at the last entry.  A trampoline: its function's first
+       line from its first byte to its end, hence two entries.  A line
+       trampoline (its slot is `size`): the rows of its pads, then the
+       end; its code load is the template and the pads it can use, and
+       the rest of its slot is room for its unwind table in perf's view
+       (perf_codes.c gives it a slot with that room). */
+    debug_entries d = {NULL, 0, addr, fname, fname_len};
+    int lines = size != _PyPerf_CodeSize(_PyPerf_PLAIN);
+#ifdef PY_HAVE_PERF_LINES
+    unsigned char lines_unwind[256];
+    if (lines) {
+        size = _PyPerfLines_Used(co);
+        if (lines_unwind_info(size, lines_unwind, sizeof(lines_unwind),
+                              &unwind_size, &hdr_size) < 0)
+        {
+            return -1;
+        }
+        unwind = lines_unwind;
+        (void)_PyPerfLines_Rows(co, size, put_debug_entry, &d);
+    }
+#endif
+    if (!lines) {
+        d.count = 1;
+    }
+    size_t nr_entry = d.count + 1;
     jit_debug_info di = {
         .rec = {JIT_CODE_DEBUG_INFO,
                 (uint32_t)(sizeof(di)
-                           + 2 * (sizeof(jit_debug_entry) + fname_len)),
+                           + nr_entry * (sizeof(jit_debug_entry)
+                                         + fname_len)),
                 now},
         .code_addr = addr,
-        .nr_entry = 2,
+        .nr_entry = nr_entry,
     };
     jit_unwinding_info ui = {
         .rec = {JIT_CODE_UNWINDING_INFO,
-                (uint32_t)(sizeof(ui) + dump.unwind_size), now},
-        .unwind_data_size = dump.unwind_size,
-        .eh_frame_hdr_size = dump.eh_frame_hdr_size,
-        .mapped_size = dump.unwind_size,
+                (uint32_t)(sizeof(ui) + unwind_size), now},
+        .unwind_data_size = unwind_size,
+        .eh_frame_hdr_size = hdr_size,
+        .mapped_size = unwind_size,
     };
     jit_code_load cl = {
         .rec = {JIT_CODE_LOAD,
@@ -335,17 +418,20 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
     }
     unsigned char *p = start;
     put(&p, &di, sizeof(di));
-    for (int i = 0; i < 2; i++) {
-        jit_debug_entry de = {
-            .code_addr = i == 0 ? addr : addr + size,
-            .line = (uint32_t)co->co_firstlineno,
-            .discrim = 0,
-        };
-        put(&p, &de, sizeof(de));
-        put(&p, fname, fname_len);
+    d.p = p;
+#ifdef PY_HAVE_PERF_LINES
+    if (lines) {
+        (void)_PyPerfLines_Rows(co, size, put_debug_entry, &d);
     }
+#endif
+    if (!lines) {
+        put_debug_entry(&d, 0, co->co_firstlineno);
+    }
+    /* the end */
+    put_debug_entry(&d, size, co->co_firstlineno);
+    p = d.p;
     put(&p, &ui, sizeof(ui));
-    put(&p, dump.unwind, dump.unwind_size);
+    put(&p, unwind, unwind_size);
     put(&p, &cl, sizeof(cl));
     put(&p, name, name_len);
     put(&p, code, size);
@@ -373,9 +459,11 @@ jit_fini(_PyPerfFile *file)
    trampoline may start inside that range: a later load overlapping it
    would cut the earlier one's unwind table off in perf's view. */
 static size_t
-jit_bytes_per_code(size_t code_size)
+jit_bytes_per_code(size_t code_size, _PyPerfKind kind)
 {
-    return _Py_SIZE_ROUND_UP(code_size, 8) + dump.unwind_size;
+    return _Py_SIZE_ROUND_UP(code_size, 8)
+           + (kind == _PyPerf_LINES ? dump.lines_unwind_size
+                                    : dump.unwind_size);
 }
 
 const _PyPerfBackend _PyPerf_JitDumpBackend = {

@@ -325,6 +325,55 @@ put_row(_PyPerfBytes *w, size_t *addr_p, int64_t *line_p, size_t addr,
     *line_p = line;
 }
 
+size_t
+_PyPerfLines_Used(PyCodeObject *code)
+{
+    return _PyPerf_CodeSize(_PyPerf_LINES) + 2 * ((size_t)Py_SIZE(code) + 1);
+}
+
+int
+_PyPerfLines_Rows(PyCodeObject *code, size_t limit, _PyPerfRowFunc row,
+                  void *arg)
+{
+    size_t pads = _PyPerf_CodeSize(_PyPerf_LINES);
+    int64_t line = code->co_firstlineno > 0 ? code->co_firstlineno : 0;
+    /* the template and pad 0: the def line */
+    if (row(arg, 0, line) < 0) {
+        return -1;
+    }
+    PyCodeAddressRange range;
+    _PyCode_InitAddressRange(code, &range);
+    while (_PyLineTable_NextAddressRange(&range)) {
+        if (range.ar_line < 0 || range.ar_line == line) {
+            continue;
+        }
+        /* code unit k's line from the byte before pad k + 1 */
+        size_t at = pads + (size_t)range.ar_start + 1;
+        if (at >= limit) {
+            break;
+        }
+        line = range.ar_line;
+        if (row(arg, at, line) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
+typedef struct {
+    _PyPerfBytes *w;
+    size_t addr;                  /* the last row's */
+    int64_t line;
+} pads_writer;
+
+static int
+put_pads_row(void *arg, size_t at, int64_t line)
+{
+    pads_writer *pw = (pads_writer *)arg;
+    put_row(pw->w, &pw->addr, &pw->line, at, line);
+    return 0;
+}
+
 /* The rows of line trampoline `code`'s slot, `slot_size` bytes, into `w`
    (a writer with cap 0 measures them), the line register 1 at the start
    and at the end, the address advanced to the next slot; `end` bytes in
@@ -335,28 +384,10 @@ put_pads_rows(_PyPerfBytes *w, size_t slot_size, PyCodeObject *code,
               size_t end)
 {
     size_t start = w->n;
-    size_t pads = _PyPerf_CodeSize(_PyPerf_LINES);
-    size_t addr = 0;
-    int64_t line = 1;
-    int64_t def = code->co_firstlineno > 0 ? code->co_firstlineno : 0;
-    /* the template and pad 0: the def line (a row at the slot's start) */
-    _PyPerfBytes_U8(w, LNS_advance_line);
-    _PyPerfBytes_Sleb(w, def - 1);
-    _PyPerfBytes_U8(w, LNS_copy);
-    line = def;
-    PyCodeAddressRange range;
-    _PyCode_InitAddressRange(code, &range);
-    while (_PyLineTable_NextAddressRange(&range)) {
-        if (range.ar_line < 0 || range.ar_line == line) {
-            continue;
-        }
-        /* code unit k's line from the byte before pad k + 1 */
-        size_t at = pads + (size_t)range.ar_start + 1;
-        if (at >= slot_size) {
-            break;
-        }
-        put_row(w, &addr, &line, at, range.ar_line);
-    }
+    /* (the rows start from line 1, address 0) */
+    pads_writer pw = {w, 0, 1};
+    _PyPerfLines_Rows(code, slot_size, put_pads_row, &pw);
+    size_t addr = pw.addr;
     uint64_t da = slot_size - addr;
     size_t width = uleb_size(da);
     size_t fixed = 1 + 1 + 5;     /* advance_pc's opcode, advance_line */
@@ -370,7 +401,7 @@ put_pads_rows(_PyPerfBytes *w, size_t slot_size, PyCodeObject *code,
     }
     _PyPerfBytes_U8(w, (unsigned char)da);
     unsigned char back[5];
-    store_sleb5(back, 1 - line);
+    store_sleb5(back, 1 - pw.line);
     _PyPerfBytes_U8(w, LNS_advance_line);
     _PyPerfBytes_Put(w, back, sizeof(back));
     if (end != 0) {
@@ -381,10 +412,7 @@ put_pads_rows(_PyPerfBytes *w, size_t slot_size, PyCodeObject *code,
 int
 _PyPerfLines_PadsFit(PyCodeObject *code, size_t slot_size)
 {
-    size_t units = (size_t)Py_SIZE(code);
-    if (_PyPerf_CodeSize(_PyPerf_LINES) + 2 * (units + 1) > slot_size
-        || slot_size > UINT16_MAX)
-    {
+    if (_PyPerfLines_Used(code) > slot_size || slot_size > UINT16_MAX) {
         return 0;
     }
     _PyPerfBytes measure = {NULL, 0, 0};

@@ -51,7 +51,7 @@ perf_map_fini(_PyPerfFile *Py_UNUSED(file))
 }
 
 static size_t
-perf_map_bytes_per_code(size_t code_size)
+perf_map_bytes_per_code(size_t code_size, _PyPerfKind Py_UNUSED(kind))
 {
     return code_size;
 }

@@ -408,7 +408,8 @@ open_backend(backend_state *st, int may_be_elsewhere)
         }
     }
 sized:;
-    size_t size = st->backend->bytes_per_code(_PyPerf_CodeSize(_PyPerf_PLAIN));
+    size_t size = st->backend->bytes_per_code(
+        _PyPerf_CodeSize(_PyPerf_PLAIN), _PyPerf_PLAIN);
     st->slot_size = _Py_SIZE_ROUND_UP(size, SLOT_ALIGN);
     return 0;
 }
@@ -546,24 +547,17 @@ switch_to(backend_state *st, PyInterpreterState *interp)
     return result;
 }
 
-/* Can backend `st` have line trampolines here?  If not, a ValueError. */
+/* Are there line trampolines here?  If not, a ValueError. */
 static int
-lines_available(backend_state *st)
+lines_available(void)
 {
 #ifdef PY_HAVE_PERF_LINES
-    if (_PyPerf_EvalFrameLines == NULL) {
-        PyErr_SetString(PyExc_ValueError,
-                        "perf lines not available in this build");
-        return 0;
-    }
-    if (strcmp(st->backend->name, "perf") == 0) {
+    if (_PyPerf_EvalFrameLines != NULL) {
         return 1;
     }
-    PyErr_Format(PyExc_ValueError,
-                 "perf lines are available with the perf backend only, "
-                 "not %s", st->backend->name);
+    PyErr_SetString(PyExc_ValueError,
+                    "perf lines not available in this build");
 #else
-    (void)st;
     PyErr_SetString(PyExc_ValueError,
                     "perf lines not available on this platform");
 #endif
@@ -582,7 +576,7 @@ _PyPerf_Activate(const char *name, int lines)
     if (lines < 0) {
         lines = st == core.active ? st->lines : 0;
     }
-    if (lines && !lines_available(st)) {
+    if (lines && !lines_available()) {
         return -1;
     }
     PyInterpreterState *interp = _PyThreadState_GET()->interp;

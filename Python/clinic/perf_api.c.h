@@ -11,8 +11,8 @@ PyDoc_STRVAR(sys_activate_stack_trampoline__doc__,
 "\"perf\" writes /tmp/perf-PID.map for frame-pointer profiles\n"
 "(perf record -g); \"perf_jit\" writes /tmp/jit-PID.dump with unwind\n"
 "tables for perf record --call-graph dwarf and perf inject --jit.\n"
-"With lines=True (the perf backend), each Python frame in perf\'s samples\n"
-"also carries the line it is on.");
+"With lines=True, each Python frame in perf\'s samples also carries the\n"
+"line it is on.");
 
 #define SYS_ACTIVATE_STACK_TRAMPOLINE_METHODDEF    \
     {"activate_stack_trampoline", _PyCFunction_CAST(sys_activate_stack_trampoline), METH_FASTCALL|METH_KEYWORDS, sys_activate_stack_trampoline__doc__},
@@ -89,4 +89,4 @@ sys_is_stack_trampoline_active(PyObject *module, PyObject *Py_UNUSED(ignored))
 {
     return sys_is_stack_trampoline_active_impl(module);
 }
-/*[clinic end generated code: output=91a6d59cd230c8c9 input=a9049054013a1b77]*/
+/*[clinic end generated code: output=98c7b86c243cc7b5 input=a9049054013a1b77]*/

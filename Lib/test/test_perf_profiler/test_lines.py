@@ -16,8 +16,8 @@ from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with,
-    forget_process, perf_command, requires_perf, run_and_forget, script_pid,
-    stop_process)
+    forget_files, forget_process, jitted_paths, perf_command, requires_perf,
+    requires_perf_inject_jit, run_and_forget, script_pid, stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import PerfTestCase, setUpModule, tearDownModule
 from .test_arena_files import ADDR2LINE, EU_ADDR2LINE, symbols
@@ -140,18 +140,33 @@ def python_frames(sample, script):
 @requires_perf
 class LinesInSamplesTests(PerfTestCase):
 
-    def record_lines(self, callgraph, seconds="1.5"):
+    def record_lines(self, callgraph, seconds="1.5", jit=False):
+        """Samples of PROGRAM with lines; `jit`: the jitdump backend,
+        recorded with -k 1 and read after perf inject --jit."""
         script = make_script(self.tmp, "lines_program", PROGRAM)
         data = os.path.join(self.tmp, "perf.data")
         self.addCleanup(os_helper.unlink, data)
-        cmd = perf_command("record", "-F", "999", *callgraph, "-o", data,
-                           "--", sys.executable, "-X", "perf_lines", script,
-                           seconds)
+        args = ("-X", "perf_jit", "-k", "1") if jit else ("-X", "perf",)
+        cmd = perf_command("record", "-F", "999", *callgraph, *args[2:],
+                           "-o", data, "--", sys.executable, *args[:2],
+                           "-X", "perf_lines", script, seconds)
         proc = subprocess.run(cmd, capture_output=True, text=True,
                               env=env_with(), timeout=300)
         self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.forget_pid(script_pid(proc.stdout))
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
         self.assertNotIn("RuntimeWarning", proc.stderr)
+        self.assertNotIn("runs without them", proc.stderr)
+        if jit:
+            injected = os.path.join(self.tmp, "perf.jit.data")
+            self.addCleanup(os_helper.unlink, injected)
+            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                              "-o", injected),
+                                 capture_output=True, text=True, timeout=300)
+            forget_files(self, pid)         # its jitted-PID-*.so
+            self.assertEqual(inj.returncode, 0, inj.stderr)
+            self.assertTrue(jitted_paths(pid, self.since))
+            data = injected
         text = self.perf_script(data, "-F", "ip,sym,srcline")
         return [python_frames(s, script) for s in parse_srclines(text)]
 
@@ -196,6 +211,20 @@ class LinesInSamplesTests(PerfTestCase):
 
     def test_dwarf(self):
         self.check_accuracy(self.record_lines(("--call-graph", "dwarf")))
+
+    # The jitdump backend: each line trampoline's code load carries its
+    # pads, a debug entry per row and the unwind table of its slot.
+
+    @unittest.skipUnless(HAVE_FRAME_POINTERS,
+                         "perf record -g needs the frame-pointer build")
+    @requires_perf_inject_jit
+    def test_jitdump_frame_pointers(self):
+        self.check_accuracy(self.record_lines(("-g",), jit=True))
+
+    @requires_perf_inject_jit
+    def test_jitdump_dwarf(self):
+        self.check_accuracy(self.record_lines(("--call-graph", "dwarf"),
+                                              jit=True))
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
@@ -324,8 +353,8 @@ class LinesElsewhereTests(PerfTestCase):
                       proc.stderr)
         proc = self.run_ok("-X", "perf_jit", "-X", "perf_lines", "-c", code)
         self.assertEqual(proc.stdout.split()[-1], "True")
-        self.assertIn("perf lines are available with the perf backend "
-                      "only; perf_jit runs without them", proc.stderr)
+        self.assertEqual(proc.stderr, "")
+        self.assertTrue(self.has_lines(int(proc.stdout.split()[1])))
 
     def test_other_frame_evaluator(self):
         # A PEP 523 evaluator installed from a function that runs in a line
@@ -372,10 +401,10 @@ class LinesElsewhereTests(PerfTestCase):
             sys.activate_stack_trampoline("perf", lines=True)
             f()
             assert sys.is_stack_trampoline_active()
-            try:
-                sys.activate_stack_trampoline("perf_jit", lines=True)
-            except ValueError as e:
-                print(e)
+            # the jitdump backend has them too
+            sys.activate_stack_trampoline("perf_jit", lines=True)
+            f()
+            print("jit", sys.is_stack_trampoline_active())
             try:
                 sys.activate_stack_trampoline("perf", True)
             except TypeError:
@@ -383,8 +412,7 @@ class LinesElsewhereTests(PerfTestCase):
             sys.deactivate_stack_trampoline()
             """)
         proc = self.run_ok("-c", code)
-        self.assertIn("perf lines are available with the perf backend "
-                      "only, not perf_jit", proc.stdout)
+        self.assertIn("jit True", proc.stdout)
         self.assertIn("keyword only", proc.stdout)
         self.assertEqual(proc.stderr, "")
 
