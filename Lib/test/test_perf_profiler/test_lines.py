@@ -65,6 +65,70 @@ PROGRAM = textwrap.dedent("""\
     """)
 
 
+# Threads with small stacks (their recursion goes past the stack budget,
+# where calls run in the first evaluator), a fork child doing the same,
+# a generator that is thrown into, deep recursion.
+BUSY_PROGRAM = textwrap.dedent("""\
+    import os, sys, threading, time
+    print("PID", os.getpid(), flush=True)
+
+    def leaf(n):
+        t = 0
+        for i in range(n): t += i                      # LEAF_LOOP
+        return t
+
+    def deep(k):
+        if k == 0:
+            return leaf(3000)                          # DEEP_LEAF
+        return deep(k - 1)                             # DEEP_CALL
+
+    def thrown():
+        while True:
+            try:
+                yield leaf(2000)                       # THROWN_YIELD
+            except KeyError:
+                leaf(2000)                             # THROWN_CAUGHT
+
+    def worker(end):
+        g = thrown()
+        next(g)
+        n = 0
+        while time.monotonic() < end:
+            n += deep(700) > 0                         # WORKER_DEEP
+            g.throw(KeyError)                          # WORKER_THROW
+        return n
+
+    end = time.monotonic() + float(sys.argv[1])
+    sys.setrecursionlimit(5000)
+    threading.stack_size(256 * 1024)
+    threads = [threading.Thread(target=worker, args=(end,))
+               for _ in range(2)]
+    for t in threads:
+        t.start()
+    child = os.fork()
+    if child == 0:
+        os._exit(0 if worker(end) > 0 else 1)
+    ok = worker(end) > 0
+    for t in threads:
+        t.join()
+    ok = ok and os.waitpid(child, 0)[1] == 0
+    print("done", ok, deep(4000), flush=True)
+    """)
+
+
+def function_spans(source, filename):
+    """{qualname: (first line, last line)} of the functions of `source`."""
+    spans = {}
+    def walk(code):
+        for const in code.co_consts:
+            if isinstance(const, types.CodeType):
+                lines = [l for _, _, l in const.co_lines() if l is not None]
+                spans[const.co_qualname] = (const.co_firstlineno, max(lines))
+                walk(const)
+    walk(compile(source, filename, "exec"))
+    return spans
+
+
 def marker_lines(source):
     """{marker: line number} of the `# MARKER` comments of `source`."""
     lines = {}
@@ -211,6 +275,51 @@ class LinesInSamplesTests(PerfTestCase):
 
     def test_dwarf(self):
         self.check_accuracy(self.record_lines(("--call-graph", "dwarf")))
+
+    def test_threads_fork_throw_recursion(self):
+        # Every line a sample gives a frame of the program is one of its
+        # function's lines, and the callers' lines are right, in threads
+        # whose recursion goes past the stack budget (the deeper calls run
+        # in the first evaluator, without lines), in a fork child, across
+        # generator.throw().
+        callgraph = ("-g",) if HAVE_FRAME_POINTERS else ("--call-graph",
+                                                         "dwarf")
+        script = make_script(self.tmp, "busy_program", BUSY_PROGRAM)
+        data = os.path.join(self.tmp, "perf.data")
+        self.addCleanup(os_helper.unlink, data)
+        cmd = perf_command("record", "-F", "499", *callgraph, "-o", data,
+                           "--", sys.executable, "-X", "perf_lines", script,
+                           "2")
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertIn("done True", proc.stdout)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertNotIn("Warning", proc.stderr)
+        text = self.perf_script(data, "-F", "pid,ip,sym,srcline")
+        samples = [python_frames(s, script) for s in parse_srclines(text)]
+        spans = function_spans(BUSY_PROGRAM, script)
+        at = marker_lines(BUSY_PROGRAM)
+        callers = {("deep", "deep"): {at["DEEP_CALL"]},
+                   ("leaf", "deep"): {at["DEEP_LEAF"]},
+                   ("deep", "worker"): {at["WORKER_DEEP"]},
+                   ("thrown", "worker"): {at["WORKER_THROW"]},
+                   ("leaf", "thrown"): {at["THROWN_YIELD"],
+                                        at["THROWN_CAUGHT"]}}
+        right = seen = outside = 0
+        for frames in samples:
+            for name, line in frames:
+                if line is not None and name in spans:
+                    first, last = spans[name]
+                    outside += not first <= line <= last
+            for (callee, _), (caller, line) in zip(frames, frames[1:]):
+                want = callers.get((callee, caller))
+                if want is not None and line is not None:
+                    seen += 1
+                    right += line in want
+        self.assertEqual(outside, 0)
+        self.assertGreater(seen, 100)
+        self.assertGreaterEqual(right / seen, 0.95, (right, seen))
 
     # The jitdump backend: each line trampoline's code load carries its
     # pads, a debug entry per row and the unwind table of its slot.
