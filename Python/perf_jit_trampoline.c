@@ -54,6 +54,16 @@
  * terminator 4, header 20), plus the 16-byte slot record every trampoline
  * has; 112 (128 with PAC) on aarch64 and 144 on riscv64, whose templates
  * and FDEs are longer.  The unwind bytes themselves are only in the file.
+ *
+ * Line trampolines (-X perf_lines with this backend)
+ * --------------------------------------------------
+ * A line trampoline's code load is its template and the pads its function
+ * can use (Python/perf_lines_eval.h says what they are), with a debug entry
+ * per row of its pads (the rows the arena files carry, from
+ * _PyPerfLines_Rows()) and an unwind table of its own, whose FDE covers
+ * the pads too.  The slot holds the load and, after it, the room for that
+ * table in perf's view: perf_codes.c chooses the slot's size with
+ * bytes_per_code(), which knows the two templates' tables.
  */
 
 #include "Python.h"
@@ -364,6 +374,8 @@ jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
        the rest of its slot is room for its unwind table in perf's view
        (perf_codes.c gives it a slot with that room). */
     debug_entries d = {NULL, 0, addr, fname, fname_len};
+    /* (a plain trampoline is described by its template's size, a line
+       trampoline by its slot's) */
     int lines = size != _PyPerf_CodeSize(_PyPerf_PLAIN);
 #ifdef PY_HAVE_PERF_LINES
     unsigned char lines_unwind[256];

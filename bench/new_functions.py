@@ -29,7 +29,9 @@ import tempfile
 from arena_files import NEW_FUNCTIONS as SCRIPT
 
 MODES = (("off", []), ("perf", ["-X", "perf"]),
-         ("perf_jit", ["-X", "perf_jit"]))
+         ("perf_jit", ["-X", "perf_jit"]),
+         ("perf_lines", ["-X", "perf_lines"]),
+         ("perf_jit_lines", ["-X", "perf_jit", "-X", "perf_lines"]))
 
 
 def env():
