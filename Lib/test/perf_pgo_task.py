@@ -52,11 +52,58 @@ def subscripts(n):
     return total
 
 
+class Point:
+    __slots__ = ("x", "y")
+
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+
+
+def mixed(rounds):
+    """The other instructions, for the second evaluator (-X perf_lines),
+    which runs nothing else during the training: attributes, globals,
+    containers, strings, comprehensions, generators, exceptions, with,
+    closures and coroutines."""
+    import asyncio
+    import contextlib
+    total = 0
+    for r in range(rounds):
+        points = [Point(i, -i) for i in range(200)]
+        total += sum(p.x - p.y for p in points if p.x % 3)
+        table = {str(i): i for i in range(200)}
+        for key, value in sorted(table.items()):
+            if key.startswith("1") and value not in (3, 5):
+                total += len(f"{key}:{value:04d}")
+        words = " ".join(table).split()
+        total += len({w[:1] for w in words})
+        try:
+            table["missing"]
+        except KeyError as e:
+            total += len(str(e))
+        with contextlib.suppress(ZeroDivisionError):
+            total += 1 // (r & 0)
+        scale = r + 1
+        total += sum(map(lambda v: v * scale, range(100)))
+
+    async def leaf(i):
+        await asyncio.sleep(0)
+        return i
+
+    async def gather(n):
+        return sum(await asyncio.gather(*(leaf(i) for i in range(n))))
+
+    total += asyncio.run(gather(2000))
+    return total
+
+
 def main():
     fib(28)
     with_defaults(26)
     with_keywords(25, step=1)
     subscripts(1_000_000)
+    if "perf_lines" in sys._xoptions:
+        mixed(300)
     if sys.is_stack_trampoline_active():
         sys.deactivate_stack_trampoline()
         try:
