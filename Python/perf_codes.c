@@ -133,9 +133,10 @@ slot_shape(_PyPerfBackendState *st, PyCodeObject *code, size_t *slot_size)
 #ifdef PY_HAVE_PERF_LINES
     if (st->lines) {
         /* (the jitdump's code loads are followed by their unwind tables,
-           in the slot) */
+           in the slot; a function it cannot describe with lines gets a
+           plain trampoline) */
         size_t room = st->backend->bytes_per_code(_PyPerfLines_Used(code),
-                                                  _PyPerf_LINES);
+                                                  code);
         for (size_t size = LINES_SLOT_MIN; size <= LINES_SLOT_MAX;
              size *= 2)
         {
@@ -271,12 +272,13 @@ write_slot_record(_PyPerfBackendState *st, const char *tramp,
 #ifdef PY_HAVE_PERF_LINES
     if (covered != _PyPerf_CodeSize(_PyPerf_PLAIN)
         && st->backend->bytes_per_code(_PyPerfLines_Used(info->code),
-                                       _PyPerf_LINES) > covered)
+                                       info->code) > covered)
     {
         /* A line trampoline still running, made while the perf backend
            had lines, in a slot without room for the jitdump's unwind
-           table after its code: it goes undescribed; its code object
-           moves to a trampoline that has the room for its next calls. */
+           table after its code (or whose records are too long for it):
+           it goes undescribed; its code object moves to a trampoline the
+           jitdump can describe for its next calls. */
         record = _PyPerf_RECORD_NONE;
     }
 #endif

@@ -116,10 +116,12 @@ typedef struct {
                        PyCodeObject *co);
     /* Called before the file is closed at exit (not after fork). */
     void (*fini)(_PyPerfFile *file);
-    /* Address space each trampoline of template `kind` whose code is
-       code_size bytes needs for itself, from its first byte, while this
-       backend describes it (at least code_size).  Called after init. */
-    size_t (*bytes_per_code)(size_t code_size, _PyPerfKind kind);
+    /* Address space each trampoline whose code is code_size bytes needs
+       for itself, from its first byte, while this backend describes it
+       (at least code_size; SIZE_MAX: it cannot be described).
+       lines_code: NULL for the plain template, the code object of a
+       line trampoline.  Called after init. */
+    size_t (*bytes_per_code)(size_t code_size, PyCodeObject *lines_code);
     /* Its records carry no time: an address they name must never get
        another owner (the map's readers take each line as true for the
        whole run). */

@@ -152,7 +152,6 @@ static struct {
     unsigned char unwind[128];    /* .eh_frame then .eh_frame_hdr */
     size_t unwind_size;
     size_t eh_frame_hdr_size;
-    size_t lines_unwind_size;     /* a line trampoline's (per load) */
 } dump;
 
 /* The kernel's id of the calling thread, asked for once per thread and
@@ -270,15 +269,6 @@ build_unwind_info(void)
     }
     dump.unwind_size = eh_frame_size + hdr_size;
     dump.eh_frame_hdr_size = hdr_size;
-#ifdef PY_HAVE_PERF_LINES
-    /* (the same size for any code size: measured on the template) */
-    size_t lines_size;
-    if (lines_unwind_info(_PyPerf_CodeSize(_PyPerf_LINES), NULL, 0,
-                          &lines_size, &hdr_size) == 0)
-    {
-        dump.lines_unwind_size = lines_size;
-    }
-#endif
     return 0;
 }
 
@@ -348,107 +338,136 @@ put_debug_entry(void *arg, size_t at, int64_t line)
     return 0;
 }
 
+/* The three records of one trampoline, laid out before they are
+   written. */
+typedef struct {
+    char name[_PyPerf_NAME_MAX + 1];
+    size_t name_len;              /* with its NUL */
+    size_t file_at;               /* where the file name starts in it */
+    int lines;                    /* a line trampoline? */
+    size_t code_size;             /* of the code load */
+    const unsigned char *unwind;
+    size_t unwind_size;
+    size_t hdr_size;              /* (the .eh_frame_hdr's part of it) */
+    unsigned char lines_unwind[256];
+    size_t nr_entry;
+    size_t total;
+} entry_layout;
+
+/* Lay out the records of `co`'s trampoline: a plain one, or with `lines`
+   its line trampoline.  0, or -1 with errno set. */
+static int
+lay_out_entry(entry_layout *e, PyCodeObject *co, int lines)
+{
+    e->name_len = _PyPerf_SymbolName(co, e->name, &e->file_at) + 1;
+    e->lines = lines;
+    e->code_size = _PyPerf_CodeSize(_PyPerf_PLAIN);
+    e->unwind = dump.unwind;
+    e->unwind_size = dump.unwind_size;
+    e->hdr_size = dump.eh_frame_hdr_size;
+    e->nr_entry = 2;
+#ifdef PY_HAVE_PERF_LINES
+    if (lines) {
+        e->code_size = _PyPerfLines_Used(co);
+        if (lines_unwind_info(e->code_size, e->lines_unwind,
+                              sizeof(e->lines_unwind), &e->unwind_size,
+                              &e->hdr_size) < 0)
+        {
+            return -1;
+        }
+        e->unwind = e->lines_unwind;
+        debug_entries count = {NULL, 0, 0, NULL, 0};
+        (void)_PyPerfLines_Rows(co, e->code_size, put_debug_entry, &count);
+        e->nr_entry = count.count + 1;
+    }
+#endif
+    size_t fname_len = e->name_len - e->file_at;
+    e->total = sizeof(jit_debug_info)
+               + e->nr_entry * (sizeof(jit_debug_entry) + fname_len)
+               + sizeof(jit_unwinding_info) + e->unwind_size
+               + sizeof(jit_code_load) + e->name_len + e->code_size;
+    return 0;
+}
+
 static int
 jit_write_entry(_PyPerfFile *file, const void *code, size_t size,
                 PyCodeObject *co)
 {
-    char name[_PyPerf_NAME_MAX + 1];
-    size_t file_at;
-    size_t name_len = _PyPerf_SymbolName(co, name, &file_at) + 1;
-    const char *fname = name + file_at;
-    size_t fname_len = name_len - file_at;
-    uint64_t now = timestamp();
-    uint64_t addr = (uint64_t)(uintptr_t)code;
-    const unsigned char *unwind = dump.unwind;
-    size_t unwind_size = dump.unwind_size;
-    size_t hdr_size = dump.eh_frame_hdr_size;
-
     /* The source location.  perf 6.1 turns each entry into a line-table
        row at the entry's offset from code_addr (checked with readelf
        --debug-dump=decodedline on its jitted-*.so: no ELF header offset,
        unlike what some producers add for other perf versions) and ends
        the sequence at the last entry.  A trampoline: its function's first
        line from its first byte to its end, hence two entries.  A line
-       trampoline (its slot is `size`): the rows of its pads, then the
-       end; its code load is the template and the pads it can use, and
-       the rest of its slot is room for its unwind table in perf's view
-       (perf_codes.c gives it a slot with that room). */
-    debug_entries d = {NULL, 0, addr, fname, fname_len};
-    /* (a plain trampoline is described by its template's size, a line
-       trampoline by its slot's) */
-    int lines = size != _PyPerf_CodeSize(_PyPerf_PLAIN);
-#ifdef PY_HAVE_PERF_LINES
-    unsigned char lines_unwind[256];
-    if (lines) {
-        size = _PyPerfLines_Used(co);
-        if (lines_unwind_info(size, lines_unwind, sizeof(lines_unwind),
-                              &unwind_size, &hdr_size) < 0)
-        {
-            return -1;
-        }
-        unwind = lines_unwind;
-        (void)_PyPerfLines_Rows(co, size, put_debug_entry, &d);
+       trampoline (described by its slot's size, where a plain one is by
+       its template's): the rows of its pads, then the end; its code load
+       is the template and the pads it can use, and the rest of its slot
+       is room for its unwind table in perf's view (perf_codes.c gives it
+       a slot with that room, if its records fit in one append). */
+    entry_layout e;
+    if (lay_out_entry(&e, co, size != _PyPerf_CodeSize(_PyPerf_PLAIN)) < 0) {
+        return -1;
     }
-#endif
-    if (!lines) {
-        d.count = 1;
-    }
-    size_t nr_entry = d.count + 1;
+    uint64_t now = timestamp();
+    uint64_t addr = (uint64_t)(uintptr_t)code;
+    size_t fname_len = e.name_len - e.file_at;
     jit_debug_info di = {
         .rec = {JIT_CODE_DEBUG_INFO,
                 (uint32_t)(sizeof(di)
-                           + nr_entry * (sizeof(jit_debug_entry)
-                                         + fname_len)),
+                           + e.nr_entry * (sizeof(jit_debug_entry)
+                                           + fname_len)),
                 now},
         .code_addr = addr,
-        .nr_entry = nr_entry,
+        .nr_entry = e.nr_entry,
     };
     jit_unwinding_info ui = {
         .rec = {JIT_CODE_UNWINDING_INFO,
-                (uint32_t)(sizeof(ui) + unwind_size), now},
-        .unwind_data_size = unwind_size,
-        .eh_frame_hdr_size = hdr_size,
-        .mapped_size = unwind_size,
+                (uint32_t)(sizeof(ui) + e.unwind_size), now},
+        .unwind_data_size = e.unwind_size,
+        .eh_frame_hdr_size = e.hdr_size,
+        .mapped_size = e.unwind_size,
     };
     jit_code_load cl = {
         .rec = {JIT_CODE_LOAD,
-                (uint32_t)(sizeof(cl) + name_len + size), now},
+                (uint32_t)(sizeof(cl) + e.name_len + e.code_size), now},
         .pid = dump.pid,
         .tid = thread_id(),
         .vma = addr,
         .code_addr = addr,
-        .code_size = size,
+        .code_size = e.code_size,
         .code_index = dump.code_index,
     };
+    assert(e.total == di.rec.total_size + ui.rec.total_size
+                      + cl.rec.total_size);
 
     /* The three records, in the order perf needs them, assembled as one
        append. */
-    size_t total = di.rec.total_size + ui.rec.total_size + cl.rec.total_size;
-    unsigned char *start = _PyPerfFile_Reserve(file, total);
+    unsigned char *start = _PyPerfFile_Reserve(file, e.total);
     if (start == NULL) {
         return -1;
     }
     unsigned char *p = start;
     put(&p, &di, sizeof(di));
-    d.p = p;
+    debug_entries d = {p, 0, addr, e.name + e.file_at, fname_len};
 #ifdef PY_HAVE_PERF_LINES
-    if (lines) {
-        (void)_PyPerfLines_Rows(co, size, put_debug_entry, &d);
+    if (e.lines) {
+        (void)_PyPerfLines_Rows(co, e.code_size, put_debug_entry, &d);
     }
 #endif
-    if (!lines) {
+    if (!e.lines) {
         put_debug_entry(&d, 0, co->co_firstlineno);
     }
     /* the end */
-    put_debug_entry(&d, size, co->co_firstlineno);
+    put_debug_entry(&d, e.code_size, co->co_firstlineno);
+    assert(d.count == e.nr_entry);
     p = d.p;
     put(&p, &ui, sizeof(ui));
-    put(&p, unwind, unwind_size);
+    put(&p, e.unwind, e.unwind_size);
     put(&p, &cl, sizeof(cl));
-    put(&p, name, name_len);
-    put(&p, code, size);
-    assert((size_t)(p - start) == total);
-    if (_PyPerfFile_Commit(file, total) < 0) {
+    put(&p, e.name, e.name_len);
+    put(&p, code, e.code_size);
+    assert((size_t)(p - start) == e.total);
+    if (_PyPerfFile_Commit(file, e.total) < 0) {
         return -1;
     }
     dump.code_index++;
@@ -471,11 +490,19 @@ jit_fini(_PyPerfFile *file)
    trampoline may start inside that range: a later load overlapping it
    would cut the earlier one's unwind table off in perf's view. */
 static size_t
-jit_bytes_per_code(size_t code_size, _PyPerfKind kind)
+jit_bytes_per_code(size_t code_size, PyCodeObject *lines_code)
 {
-    return _Py_SIZE_ROUND_UP(code_size, 8)
-           + (kind == _PyPerf_LINES ? dump.lines_unwind_size
-                                    : dump.unwind_size);
+    if (lines_code == NULL) {
+        return _Py_SIZE_ROUND_UP(code_size, 8) + dump.unwind_size;
+    }
+    /* A line trampoline whose records do not fit in one append (a long
+       function, many rows) could not be described: it gets no slot of
+       that kind. */
+    entry_layout e;
+    if (lay_out_entry(&e, lines_code, 1) < 0 || e.total > PERF_RECORD_MAX) {
+        return SIZE_MAX;
+    }
+    return _Py_SIZE_ROUND_UP(code_size, 8) + e.unwind_size;
 }
 
 const _PyPerfBackend _PyPerf_JitDumpBackend = {

@@ -51,7 +51,8 @@ perf_map_fini(_PyPerfFile *Py_UNUSED(file))
 }
 
 static size_t
-perf_map_bytes_per_code(size_t code_size, _PyPerfKind Py_UNUSED(kind))
+perf_map_bytes_per_code(size_t code_size,
+                        PyCodeObject *Py_UNUSED(lines_code))
 {
     return code_size;
 }

@@ -409,7 +409,7 @@ open_backend(backend_state *st, int may_be_elsewhere)
     }
 sized:;
     size_t size = st->backend->bytes_per_code(
-        _PyPerf_CodeSize(_PyPerf_PLAIN), _PyPerf_PLAIN);
+        _PyPerf_CodeSize(_PyPerf_PLAIN), NULL);
     st->slot_size = _Py_SIZE_ROUND_UP(size, SLOT_ALIGN);
     return 0;
 }

@@ -15,8 +15,9 @@ import unittest
 from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
-    HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE, NO_TRAMPOLINE, arena_paths, env_with,
-    forget_files, forget_process, jitted_paths, perf_command, requires_perf,
+    JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD, HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE,
+    NO_TRAMPOLINE, arena_paths, env_with, forget_files, forget_process,
+    jit_path, jitted_paths, perf_command, read_jitdump, requires_perf,
     requires_perf_inject_jit, run_and_forget, script_pid, stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import PerfTestCase, setUpModule, tearDownModule
@@ -464,6 +465,35 @@ class LinesElsewhereTests(PerfTestCase):
         self.assertEqual(proc.stdout.split()[-1], "True")
         self.assertEqual(proc.stderr, "")
         self.assertTrue(self.has_lines(int(proc.stdout.split()[1])))
+
+    def test_jitdump_long_function(self):
+        # A function whose line entries would not fit in one record of the
+        # jitdump gets a plain trampoline (its def line), and the backend
+        # stays on; the others have their pads and an entry per row.
+        body = "".join(f"    x += {i}\n" for i in range(700))
+        code = ("import os\nprint('PID', os.getpid())\n"
+                "def short(n):\n    n += 1\n    return n * 2\n"
+                "def long(x):\n" + body + "    return x\n"
+                "long(short(1))\n")
+        script = make_script(self.tmp, "long_function", code)
+        proc = self.run_ok("-X", "perf_jit", "-X", "perf_lines", script)
+        self.assertEqual(proc.stderr, "")
+        pid = int(proc.stdout.split()[1])
+        records = read_jitdump(jit_path(pid), pid)
+        loads = {}
+        for (rid, debug), (rid2, _), (rid3, load) in zip(
+                records, records[1:], records[2:]):
+            if rid == JIT_CODE_DEBUG_INFO and rid3 == JIT_CODE_LOAD:
+                loads[load["name"]] = (load["size"], debug["entries"])
+        short_size, short_entries = loads[f"py::short:{script}"]
+        long_size, long_entries = loads[f"py::long:{script}"]
+        # short: the template and its pads; its def line, then lines 4
+        # and 5 from the pads of their code units, then the end
+        self.assertGreaterEqual(short_size, 40)
+        self.assertEqual([line for _, line, _, _ in short_entries],
+                         [3, 4, 5, 3])
+        self.assertLess(long_size, 40)
+        self.assertEqual(len(long_entries), 2)
 
     def test_other_frame_evaluator(self):
         # A PEP 523 evaluator installed from a function that runs in a line
