@@ -1,7 +1,8 @@
 """python -m perf_trampoline collapse: `perf script` text to folded stacks,
 to a Python-level `perf script` text and to an HTML flame graph.
 
-    python -m perf_trampoline collapse [--all-frames] [-o OUT] [SCRIPT_TEXT]
+    python -m perf_trampoline collapse [--all-frames] [--no-lines] [-o OUT]
+                                       [SCRIPT_TEXT]
 
 Runs under any Python 3 from 3.6 on, like Lib/perf_trampoline.py (a
 system python3 may run it): standard library only.
@@ -103,6 +104,28 @@ when C code calls Python; the list gives one answer for every recording
 and can be read and tested.  What the recording decides is which object
 is the interpreter.  A frame whose object or function is unknown is
 kept.  --all-frames keeps every frame.
+
+Lines
+-----
+With lines on (-X perf_lines), a Python call is two frames of one
+symbol, next to each other: its trampoline's (the return address of the
+evaluator's call, at the def line) and, just outside it, its pad (the
+address the evaluator keeps at the current instruction: the line the
+function is on).  A pad is told by its offset in the symbol, past the
+code of any trampoline (PAD_OFFSET).  The view leaves the trampoline's
+frame out and names the pad "py::QUALNAME:FILE:LINE" (a pad alone too:
+a -g sample taken as the evaluator starts misses the trampoline's frame).
+A recording without lines has no pads and is folded as before.
+
+The line is the pad's row in the .debug_line of the trampoline file
+perf names as its object, read by binutils' addr2line: the program perf
+6.1 (built without libbfd) runs for `perf script -F +srcline`, so the
+lines are perf's.  perf asks it once per frame of every sample (some 20
+s for a 3 s recording); the pads are found in a quick pass over the text
+and asked once per file.  A pad whose file is not there, or whose
+address addr2line names with another function (the file of a reused pid),
+keeps its name without a line.  --no-lines asks nothing and names no
+line; --all-frames keeps both frames.
 
 The Python-level `perf script` text is the input with the dropped frame
 lines left out and every other line byte for byte as it was (the text is
@@ -505,19 +528,18 @@ def pad_addresses(stream):
 
 
 def pad_lines(pads, warn=None):
-    """{(DSO, address): line} of the pads `pads` ({DSO: addresses}), read
-    by binutils' addr2line (what perf 6.1 runs for its srcline) from the
-    DSO's .debug_line, one run per file.  A line is kept only where
-    addr2line names the pad's function too, so that a file replaced since
-    the recording (its pid reused) gives no line rather than a wrong one.
-    What cannot be read is said through `warn` (a function of a message)
-    and left without a line."""
+    """{(DSO, address): (function, line)} of the pads `pads` ({DSO:
+    addresses}), read by binutils' addr2line (what perf 6.1 runs for its
+    srcline) from the DSO's .debug_line, one run per file.  fold_lines()
+    uses a line only where the function is the pad's too, so that a file
+    replaced since the recording (its pid reused) gives no line rather
+    than a wrong one.  What cannot be read is said through `warn` (a
+    function of a message) and left without a line."""
     lines = {}
     for dso, addresses in sorted(pads.items()):
         addresses = sorted(addresses)
-        if not dso.startswith("/") or not os.path.isfile(dso):
-            problem = "it is not a file here"
-        else:
+        problem = _not_elf(dso)
+        if problem is None:
             problem = _addr2line(dso, addresses, lines)
         if problem is None:
             continue
@@ -531,6 +553,20 @@ def pad_lines(pads, warn=None):
 
 NO_ADDR2LINE = ("addr2line is not installed (apt install binutils; "
                 "--no-lines names the frames without lines)")
+
+
+def _not_elf(dso):
+    """None when `dso` is an ELF file, else why not."""
+    if not dso.startswith("/"):
+        return "it is not a file"
+    try:
+        with open(dso, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        return _reason(exc)
+    if magic != b"\x7fELF":
+        return "it is not an ELF file (a perf map has no lines)"
+    return None
 
 
 def _addr2line(dso, addresses, lines):
