@@ -1,7 +1,8 @@
 """python -m perf_trampoline collapse: `perf script` text to folded stacks,
 to a Python-level `perf script` text and to an HTML flame graph.
 
-    python -m perf_trampoline collapse [--all-frames] [-o OUT] [SCRIPT_TEXT]
+    python -m perf_trampoline collapse [--all-frames] [--no-lines] [-o OUT]
+                                       [SCRIPT_TEXT]
 
 Runs under any Python 3 from 3.6 on, like Lib/perf_trampoline.py (a
 system python3 may run it): standard library only.
@@ -104,6 +105,28 @@ and can be read and tested.  What the recording decides is which object
 is the interpreter.  A frame whose object or function is unknown is
 kept.  --all-frames keeps every frame.
 
+Lines
+-----
+With lines on (-X perf_lines), a Python call is two frames of one
+symbol, next to each other: its trampoline's (the return address of the
+evaluator's call, at the def line) and, just outside it, its pad (the
+address the evaluator keeps at the current instruction: the line the
+function is on).  A pad is told by its offset in the symbol, past the
+code of any trampoline (PAD_OFFSET).  The view leaves the trampoline's
+frame out and names the pad "py::QUALNAME:FILE:LINE" (a pad alone too:
+a -g sample taken as the evaluator starts misses the trampoline's frame).
+A recording without lines has no pads and is folded as before.
+
+The line is the pad's row in the .debug_line of the trampoline file
+perf names as its object, read by binutils' addr2line: the program perf
+6.1 (built without libbfd) runs for `perf script -F +srcline`, so the
+lines are perf's.  perf asks it once per frame of every sample (some 20
+s for a 3 s recording); the pads are found in a quick pass over the text
+and asked once per file.  A pad whose file is not there, or whose
+address addr2line names with another function (the file of a reused pid),
+keeps its name without a line.  --no-lines asks nothing and names no
+line; --all-frames keeps both frames.
+
 The Python-level `perf script` text is the input with the dropped frame
 lines left out and every other line byte for byte as it was (the text is
 read as bytes), so that every viewer that reads `perf script` (speedscope,
@@ -167,6 +190,7 @@ import os
 import re
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 
@@ -267,16 +291,21 @@ HEX = re.compile(r"^(?:0x)?[0-9a-fA-F]+$")
 
 class Frame(object):
     """One frame: its symbol (offset stripped), its DSO as perf printed it
-    ("inlined" for an inlined function) and `obj`, the object it belongs
-    to (for an inlined frame, the next real frame's DSO)."""
+    ("inlined" for an inlined function), `obj`, the object it belongs to
+    (for an inlined frame, the next real frame's DSO), and, where perf
+    printed them, its address and its offset in the symbol (ints)."""
 
-    __slots__ = ("symbol", "dso", "obj", "name")
+    __slots__ = ("symbol", "dso", "obj", "name", "address", "offset")
 
-    def __init__(self, symbol, dso):
-        self.symbol = OFFSET.sub("", symbol.strip())
+    def __init__(self, symbol, dso, address=None):
+        symbol = symbol.strip()
+        m = OFFSET.search(symbol)
+        self.offset = int(m.group()[3:], 16) if m else None
+        self.symbol = symbol[:m.start()] if m else symbol
         self.dso = dso
         self.obj = dso
         self.name = None
+        self.address = address
 
     @property
     def inlined(self):
@@ -311,13 +340,15 @@ def parse_frame(text, need_address=False):
     or, with `need_address`, no address."""
     rest, dso = _split_dso(text)
     parts = rest.split(None, 1)
+    address = None
     if parts and HEX.match(parts[0]) and (len(parts) == 2 or dso is not None):
         symbol = parts[1] if len(parts) == 2 else ""
+        address = int(parts[0], 16)
     elif need_address or dso is None:
         return None
     else:
         symbol = rest
-    return Frame(symbol, dso if dso is not None else "")
+    return Frame(symbol, dso if dso is not None else "", address)
 
 
 def parse_header(text):
@@ -463,6 +494,124 @@ class Dropper(object):
                    and self.is_interpreter(frames[i].obj)
                    and frames[i].symbol not in ("", "[unknown]")
                    and is_machinery(frames[i].symbol))
+
+
+# ---- Lines: a Python function's two frames made one -------------------------
+
+# Where a line trampoline's pads start in its symbol (x86-64,
+# Python/asm_trampoline.S): its code ends before offset 33 (with endbr64),
+# its pointer to the evaluator follows, and pad 0 is at offset 40 (48
+# with endbr64), shown at 39 where perf prints a caller's address minus
+# one (DWARF).  A plain trampoline is 16 bytes at most.  So a py:: frame
+# at this offset or beyond is a pad, and one below it is trampoline code.
+PAD_OFFSET = 36
+
+
+def is_pad(frame):
+    """Whether `frame` is the pad of a line trampoline: a Python function
+    at the line it is on."""
+    return (frame.offset is not None and frame.offset >= PAD_OFFSET
+            and is_python(frame.symbol))
+
+
+def pad_addresses(stream):
+    """{DSO: set of addresses} of the pads in the text read from the
+    binary `stream` (a quick pass)."""
+    found = {}
+    for raw in stream:
+        if b"py::" in raw:
+            frame = parse_frame(_decode(raw))
+            if frame is not None and frame.address is not None \
+                    and is_pad(frame):
+                found.setdefault(frame.dso, set()).add(frame.address)
+    return found
+
+
+def pad_lines(pads, warn=None):
+    """{(DSO, address): (function, line)} of the pads `pads` ({DSO:
+    addresses}), read by binutils' addr2line (what perf 6.1 runs for its
+    srcline) from the DSO's .debug_line, one run per file.  fold_lines()
+    uses a line only where the function is the pad's too, so that a file
+    replaced since the recording (its pid reused) gives no line rather
+    than a wrong one.  What cannot be read is said through `warn` (a
+    function of a message) and left without a line."""
+    lines = {}
+    for dso, addresses in sorted(pads.items()):
+        addresses = sorted(addresses)
+        problem = _not_elf(dso)
+        if problem is None:
+            problem = _addr2line(dso, addresses, lines)
+        if problem is None:
+            continue
+        if warn is not None:
+            warn("Python frames named without their lines: cannot read "
+                 "the lines of %s: %s" % (dso, problem))
+        if problem == NO_ADDR2LINE:
+            break
+    return lines
+
+
+NO_ADDR2LINE = ("addr2line is not installed (apt install binutils; "
+                "--no-lines names the frames without lines)")
+
+
+def _not_elf(dso):
+    """None when `dso` is an ELF file, else why not."""
+    if not dso.startswith("/"):
+        return "it is not a file"
+    try:
+        with open(dso, "rb") as f:
+            magic = f.read(4)
+    except OSError as exc:
+        return _reason(exc)
+    if magic != b"\x7fELF":
+        return "it is not an ELF file (a perf map has no lines)"
+    return None
+
+
+def _addr2line(dso, addresses, lines):
+    """Add the lines of `addresses` in `dso` to `lines`; None, or what
+    went wrong."""
+    try:
+        proc = subprocess.run(
+            ["addr2line", "-f", "-e", dso],
+            input="".join("%#x\n" % a for a in addresses).encode(),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    except FileNotFoundError:
+        return NO_ADDR2LINE
+    except (OSError, subprocess.SubprocessError) as exc:
+        return "addr2line failed: %s" % exc
+    out = proc.stdout.decode("utf-8", "surrogateescape").splitlines()
+    if proc.returncode != 0 or len(out) != 2 * len(addresses):
+        return "addr2line failed: %s" % (
+            proc.stderr.decode("utf-8", "replace").strip()
+            or "exit status %d" % proc.returncode)
+    for k, address in enumerate(addresses):
+        function, where = out[2 * k], out[2 * k + 1]
+        line = where.split(" (discriminator", 1)[0].rsplit(":", 1)[-1]
+        if is_python(function) and line.isdigit() and int(line) > 0:
+            lines[dso, address] = (function, int(line))
+    return None
+
+
+def fold_lines(frames, lines):
+    """`frames` (innermost first, named) with each pad named with its
+    line ("py::QUALNAME:FILE:LINE", where `lines` knows it: see
+    pad_lines()) and the trampoline frame just inside a pad of the same
+    function left out: with lines on, a Python function shows as its
+    trampoline's frame (at the def line) then its pad's."""
+    kept = []
+    for i, frame in enumerate(frames):
+        if is_pad(frame):
+            known = lines.get((frame.dso, frame.address))
+            if known is not None and known[0] == frame.symbol:
+                frame.name = "%s:%d" % (frame.name, known[1])
+        elif (i + 1 < len(frames) and is_pad(frames[i + 1])
+                and frames[i + 1].symbol == frame.symbol
+                and frames[i + 1].dso == frame.dso):
+            continue
+        kept.append(frame)
+    return kept
 
 
 # ---- The outputs ------------------------------------------------------------
@@ -758,13 +907,18 @@ class _Output(object):
 
 
 def collapse_stream(stream, name="-", folded=None, script=None, html=None,
-                    template=None, python_level=True, require_samples=False):
+                    template=None, python_level=True, require_samples=False,
+                    lines=True, warn=None):
     """convert() on the seekable binary `stream` (`name` names it in
     messages); folded, script and html are paths or binary files."""
     template_text = _read_template(template) if html is not None else None
     _check_text(stream, name)
     dropper = Dropper(interpreter_objects(stream) if python_level else ())
     stream.seek(0)
+    pads = {}
+    if python_level and lines:
+        pads = pad_lines(pad_addresses(stream), warn)
+        stream.seek(0)
     counts = {}
     kernel_names = set()
     samples = 0
@@ -782,6 +936,8 @@ def collapse_stream(stream, name="-", folded=None, script=None, html=None,
                 frame.name = frame_name(frame)
                 if html is not None and is_kernel(frame):
                     kernel_names.add(frame.name)
+            if python_level:
+                frames = fold_lines(frames, pads)
             drop = dropper.dropped(frames) if python_level else ()
             stack = [item.comm.replace(";", ":")]
             stack.extend(frames[i].name for i in range(len(frames) - 1, -1, -1)
@@ -838,13 +994,17 @@ def _html(counts, kernel_names, template_text, name, samples, python_level):
 
 
 def convert(src, folded=None, script=None, html=None, template=None,
-            python_level=True, require_samples=False):
+            python_level=True, require_samples=False, lines=True,
+            warn=None):
     """Read the `perf script` text at path `src` and write any of: folded
     stacks to path `folded`, the `perf script` text with the
     interpreter's frames between Python frames left out (`python_level`)
     or unchanged to path `script`, a self-contained HTML flame graph to
     path `html` from the d3-flame-graph template `template` (default:
-    find_template()).  Returns the number of samples read.  Raises
+    find_template()).  In the Python-level folded stacks and HTML, a
+    function recorded with lines is one frame, named with its line unless
+    `lines` is false; `warn` is called with a message for lines that
+    cannot be read.  Returns the number of samples read.  Raises
     CollapseError; with `require_samples`, also for a text without any
     sample, and then before any output path is replaced."""
     if html is not None and template is None:
@@ -861,9 +1021,9 @@ def convert(src, folded=None, script=None, html=None, template=None,
                 spool.seek(0)
                 return collapse_stream(spool, src, folded, script, html,
                                        template, python_level,
-                                       require_samples)
+                                       require_samples, lines, warn)
         return collapse_stream(stream, src, folded, script, html, template,
-                               python_level, require_samples)
+                               python_level, require_samples, lines, warn)
 
 
 # ---- The command ------------------------------------------------------------
@@ -892,6 +1052,12 @@ def add_parser(sub):
                         "sticky directory such as /tmp is refused")
     p.add_argument("--all-frames", action="store_true",
                    help="keep every frame: no Python-level view")
+    p.add_argument("--no-lines", dest="lines", action="store_false",
+                   help="name each Python function recorded with lines "
+                        "(-X perf_lines) without its line, as one recorded "
+                        "without (by default its frame reads "
+                        "py::QUALNAME:FILE:LINE, the line read from the "
+                        "trampoline file by addr2line)")
     p.set_defaults(run=run)
     return p
 
@@ -899,6 +1065,11 @@ def add_parser(sub):
 def _fail(message):
     print("python -m perf_trampoline collapse: %s" % message, file=sys.stderr)
     return 1
+
+
+def _warn(message):
+    print("python -m perf_trampoline collapse: warning: %s" % message,
+          file=sys.stderr)
 
 
 def run(args):
@@ -918,10 +1089,11 @@ def run(args):
                 spool.seek(0)
                 collapse_stream(spool, "standard input", out,
                                 python_level=python_level,
-                                require_samples=True)
+                                require_samples=True, lines=args.lines,
+                                warn=_warn)
         else:
             convert(args.input, folded=out, python_level=python_level,
-                    require_samples=True)
+                    require_samples=True, lines=args.lines, warn=_warn)
         if out is sys.stdout.buffer:
             out.flush()
     except CollapseError as exc:

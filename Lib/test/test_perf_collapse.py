@@ -210,6 +210,64 @@ class FoldingTests(unittest.TestCase):
             "python;py::bar:/app/x.py;[libfoo.so.1];[unknown];[python3.11];"
             "py::foo:/app/x.py": 1})
 
+    def test_line_trampolines(self):
+        # With -X perf_lines a call is two frames of one function: its
+        # trampoline's (at offset 0x1a) then its pad's (0x40 or more).
+        # The pair is one frame; it is named with the pad's line, which
+        # addr2line reads from the file, here missing: a warning, and the
+        # names of a recording without lines.
+        arena = "/nonexistent/py-perf-4242-0.so"
+        text = sample(
+            HEADER,
+            "_PyEval_EvalFrameDefault+0x1 (%s)" % PY,
+            "py::foo:/app/x.py+0x1a (%s)" % arena,
+            "py::foo:/app/x.py+0x62 (%s)" % arena,
+            "_PyEval_EvalFrameDefault+0x2 (%s)" % PY,
+            "py::bar:/app/x.py+0x1a (%s)" % arena,
+            "py::bar:/app/x.py+0x4d (%s)" % arena,
+            "main+0x1 (%s)" % PY)
+        # a pad alone: a sample taken as the evaluator starts (-g misses
+        # the trampoline's return address)
+        text += sample(
+            HEADER,
+            "_PyEval_EvalFrameDefault+0x1 (%s)" % PY,
+            "py::foo:/app/x.py+0x62 (%s)" % arena,
+            "main+0x1 (%s)" % PY)
+        # a sample in the trampoline of foo called by foo: three frames of
+        # foo, the first alone, the other two a pair
+        text += sample(
+            HEADER,
+            "py::foo:/app/x.py+0x4 (%s)" % arena,
+            "py::foo:/app/x.py+0x1a (%s)" % arena,
+            "py::foo:/app/x.py+0x62 (%s)" % arena,
+            "main+0x1 (%s)" % PY)
+        # plain trampolines (16 bytes) are never pads
+        text += sample(
+            HEADER,
+            "py::foo:/app/x.py+0x4 (/tmp/py-perf-4242-1.so)",
+            "py::foo:/app/x.py+0x6 (/tmp/py-perf-4242-1.so)",
+            "main+0x1 (%s)" % PY)
+        warnings = []
+        expected = {
+            "python;main;py::bar:/app/x.py;py::foo:/app/x.py;"
+            "_PyEval_EvalFrameDefault": 1,
+            "python;main;py::foo:/app/x.py;_PyEval_EvalFrameDefault": 1,
+            "python;main;py::foo:/app/x.py;py::foo:/app/x.py": 2}
+        self.assertEqual(folded_of(text, warn=warnings.append), expected)
+        self.assertEqual(warnings, [
+            "Python frames named without their lines: cannot read the "
+            "lines of %s: No such file or directory" % arena])
+        warnings = []
+        self.assertEqual(folded_of(text, lines=False, warn=warnings.append),
+                         expected)
+        self.assertEqual(warnings, [])
+        # --all-frames: every frame, as perf showed it
+        all_frames = folded_of(text, python_level=False)
+        self.assertIn("python;main;py::bar:/app/x.py;py::bar:/app/x.py;"
+                      "_PyEval_EvalFrameDefault;py::foo:/app/x.py;"
+                      "py::foo:/app/x.py;_PyEval_EvalFrameDefault",
+                      all_frames)
+
     def test_tricky_lines(self):
         text = (
             "# ========\n# captured on: today\n# ========\n#\n"

@@ -2,6 +2,7 @@
 (perf record -g on the frame-pointer build, --call-graph dwarf on both),
 and in eu-stack's walk of a live process."""
 
+import collections
 import os
 import re
 import subprocess
@@ -16,9 +17,10 @@ from test.support import os_helper
 from test.support.script_helper import make_script
 from test.support.perf_helper import (
     JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD, HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE,
-    NO_TRAMPOLINE, arena_paths, env_with, forget_files, forget_process,
-    jit_path, jitted_paths, perf_command, read_jitdump, requires_perf,
-    requires_perf_inject_jit, run_and_forget, script_pid, stop_process)
+    NO_TRAMPOLINE, arena_paths, buildid_home, env_with, forget_files,
+    forget_process, jit_path, jitted_paths, perf_command, read_jitdump,
+    requires_perf, requires_perf_inject_jit, run_and_forget, script_pid,
+    stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import PerfTestCase, setUpModule, tearDownModule
 from .test_arena_files import ADDR2LINE, EU_ADDR2LINE, symbols
@@ -200,40 +202,9 @@ def python_frames(sample, script):
     return result
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
-@unittest.skipUnless(HAVE_LINES, NO_LINES)
-@requires_perf
-class LinesInSamplesTests(PerfTestCase):
-
-    def record_lines(self, callgraph, seconds="1.5", jit=False):
-        """Samples of PROGRAM with lines; `jit`: the jitdump backend,
-        recorded with -k 1 and read after perf inject --jit."""
-        script = make_script(self.tmp, "lines_program", PROGRAM)
-        data = os.path.join(self.tmp, "perf.data")
-        self.addCleanup(os_helper.unlink, data)
-        args = ("-X", "perf_jit", "-k", "1") if jit else ("-X", "perf",)
-        cmd = perf_command("record", "-F", "999", *callgraph, *args[2:],
-                           "-o", data, "--", sys.executable, *args[:2],
-                           "-X", "perf_lines", script, seconds)
-        proc = subprocess.run(cmd, capture_output=True, text=True,
-                              env=env_with(), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        pid = script_pid(proc.stdout)
-        self.forget_pid(pid)
-        self.assertNotIn("RuntimeWarning", proc.stderr)
-        self.assertNotIn("runs without them", proc.stderr)
-        if jit:
-            injected = os.path.join(self.tmp, "perf.jit.data")
-            self.addCleanup(os_helper.unlink, injected)
-            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
-                                              "-o", injected),
-                                 capture_output=True, text=True, timeout=300)
-            forget_files(self, pid)         # its jitted-PID-*.so
-            self.assertEqual(inj.returncode, 0, inj.stderr)
-            self.assertTrue(jitted_paths(pid, self.since))
-            data = injected
-        text = self.perf_script(data, "-F", "ip,sym,srcline")
-        return [python_frames(s, script) for s in parse_srclines(text)]
+class AccuracyChecks:
+    """The issue's thresholds on samples of PROGRAM: lists of (qualname,
+    line) of its functions, leaf first."""
 
     def check_accuracy(self, samples):
         at = marker_lines(PROGRAM)
@@ -268,6 +239,42 @@ class LinesInSamplesTests(PerfTestCase):
                                 (inner_right, inner_all))
         # The generator was seen at both the lines it is resumed at.
         self.assertLessEqual({at["GEN_A"], at["GEN_B"]}, gen_lines)
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LINES, NO_LINES)
+@requires_perf
+class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
+
+    def record_lines(self, callgraph, seconds="1.5", jit=False):
+        """Samples of PROGRAM with lines; `jit`: the jitdump backend,
+        recorded with -k 1 and read after perf inject --jit."""
+        script = make_script(self.tmp, "lines_program", PROGRAM)
+        data = os.path.join(self.tmp, "perf.data")
+        self.addCleanup(os_helper.unlink, data)
+        args = ("-X", "perf_jit", "-k", "1") if jit else ("-X", "perf",)
+        cmd = perf_command("record", "-F", "999", *callgraph, *args[2:],
+                           "-o", data, "--", sys.executable, *args[:2],
+                           "-X", "perf_lines", script, seconds)
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        self.assertNotIn("RuntimeWarning", proc.stderr)
+        self.assertNotIn("runs without them", proc.stderr)
+        if jit:
+            injected = os.path.join(self.tmp, "perf.jit.data")
+            self.addCleanup(os_helper.unlink, injected)
+            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                              "-o", injected),
+                                 capture_output=True, text=True, timeout=300)
+            forget_files(self, pid)         # its jitted-PID-*.so
+            self.assertEqual(inj.returncode, 0, inj.stderr)
+            self.assertTrue(jitted_paths(pid, self.since))
+            data = injected
+        text = self.perf_script(data, "-F", "ip,sym,srcline")
+        return [python_frames(s, script) for s in parse_srclines(text)]
 
     @unittest.skipUnless(HAVE_FRAME_POINTERS,
                          "perf record -g needs the frame-pointer build")
@@ -335,6 +342,145 @@ class LinesInSamplesTests(PerfTestCase):
     def test_jitdump_dwarf(self):
         self.check_accuracy(self.record_lines(("--call-graph", "dwarf"),
                                               jit=True))
+
+
+def folded_python_frames(path, script):
+    """The folded stacks at `path`, as [(frames, count)]: frames the
+    Python functions of `script`, leaf first, as (qualname, line), line
+    None for a frame named without one ("py::QUALNAME:SCRIPT")."""
+    pattern = re.compile(r"py::(.+?):%s(?::(\d+))?" % re.escape(script))
+    stacks = []
+    with open(path) as f:
+        for text in f.read().splitlines():
+            stack, count = text.rsplit(" ", 1)
+            frames = []
+            for frame in reversed(stack.split(";")):
+                m = pattern.fullmatch(frame)
+                if m:
+                    line = m.group(2)
+                    frames.append((m.group(1),
+                                   int(line) if line else None))
+            stacks.append((frames, int(count)))
+    return stacks
+
+
+def adjacent_twins(path):
+    """The stacks of the folded stacks at `path` in which a Python frame is
+    next to another of the same function (the two frames of one call left
+    unfolded: PROGRAM has no recursion)."""
+    twins = []
+    with open(path) as f:
+        for text in f.read().splitlines():
+            frames = [re.sub(r":\d+$", "", frame) for frame in
+                      text.rsplit(" ", 1)[0].split(";")]
+            if any(a == b and a.startswith("py::")
+                   for a, b in zip(frames, frames[1:])):
+                twins.append(text)
+    return twins
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LINES, NO_LINES)
+@requires_perf
+class RecordLinesTests(AccuracyChecks, PerfTestCase):
+    """python -m perf_trampoline record --python of PROGRAM: with lines,
+    one frame per Python call, named with its line, the lines right by
+    PROGRAM's markers and the same as perf's own srcline; without lines,
+    the frames as before."""
+
+    def record_python(self, *args, xoption="perf_lines", seconds="1.5"):
+        """record --python ARGS of PROGRAM run with -X `xoption`: (the
+        script's path, NAME)."""
+        script = make_script(self.tmp, "lines_program", PROGRAM)
+        name = os.path.join(self.tmp, "out")
+        cmd = [sys.executable, "-m", "perf_trampoline", "record", "--python",
+               "-o", name, *args, "--", sys.executable, "-X", xoption,
+               script, seconds]
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              stdin=subprocess.DEVNULL, timeout=300,
+                              env=env_with(HOME=buildid_home()))
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertNotIn("Traceback", proc.stderr)
+        self.assertNotIn("warning", proc.stderr)
+        return script, name
+
+    def check_record(self, *args):
+        # (the flame graph's tree in a template of the least record takes)
+        template = os.path.join(self.tmp, "template.html")
+        with open(template, "w") as f:
+            f.write("<script>/** @flamegraph_json **/\n"
+                    "/** @options_json **/</script>\n")
+        args += ("--flamegraph", "--template", template)
+        script, name = self.record_python(*args)
+        folded = folded_python_frames(name + ".folded", script)
+        self.assertEqual(adjacent_twins(name + ".folded"), [])
+        self.check_accuracy([frames for frames, count in folded
+                             for _ in range(count)])
+        # The same lines as perf's own srcline (perf script -F srcline
+        # looks up each frame's address with addr2line): each sample in
+        # which perf shows every function of the program as its two
+        # frames is a stack of the folded stacks.
+        ours = collections.Counter()
+        for frames, count in folded:
+            ours[tuple(frames)] += count
+        theirs = collections.Counter()
+        text = self.perf_script(name + ".data", "-F", "ip,sym,srcline")
+        for sample in parse_srclines(text):
+            frames = tuple(python_frames(sample, script))
+            if frames and all(line is not None for _, line in frames):
+                theirs[frames] += 1
+        self.assertGreater(sum(theirs.values()),
+                           0.9 * sum(n for frames, n in folded if frames))
+        for frames, count in theirs.items():
+            self.assertGreaterEqual(ours[frames], count, frames)
+        # The flame graph is of the folded stacks.
+        at = marker_lines(PROGRAM)
+        with open(name + ".html") as f:
+            html = f.read()
+        self.assertIn(f'"py::work:{script}:{at["CALL_SPIN"]}"', html)
+        return script, name
+
+    @unittest.skipUnless(HAVE_FRAME_POINTERS,
+                         "perf record -g needs the frame-pointer build")
+    def test_frame_pointers(self):
+        script, name = self.check_record("--call-graph", "fp")
+        # collapse of the recording's perf script text folds the same, and
+        # with --no-lines the same stacks without their lines.
+        text = self.perf_script(name + ".data")
+        with open(name + ".folded") as f:
+            recorded = f.read()
+        collapse = [sys.executable, "-m", "perf_trampoline", "collapse"]
+        proc = subprocess.run(collapse, input=text, capture_output=True,
+                              text=True, check=True)
+        self.assertEqual(proc.stdout, recorded)
+        proc = subprocess.run(collapse + ["--no-lines"], input=text,
+                              capture_output=True, text=True, check=True)
+        without = collections.Counter()
+        for line in recorded.splitlines():
+            stack, count = line.rsplit(" ", 1)
+            stack = re.sub(r"(py::[^;]*):\d+(?=;|$)", r"\1", stack)
+            without[stack] += int(count)
+        self.assertEqual(proc.stdout, "".join(
+            f"{stack} {without[stack]}\n" for stack in sorted(without)))
+
+    def test_dwarf(self):
+        self.check_record("--call-graph", "dwarf")
+
+    def test_no_lines(self):
+        # Without lines, and with --no-lines: one frame per call, named
+        # as before, "py::QUALNAME:FILE".
+        for args, xoption in (((), "perf"), (("--no-lines",), "perf_lines")):
+            with self.subTest(args=args, xoption=xoption):
+                script, name = self.record_python(*args, xoption=xoption)
+                folded = folded_python_frames(name + ".folded", script)
+                named = {frame for frames, _ in folded for frame in frames}
+                self.assertIn(("spin", None), named)
+                self.assertEqual({line for _, line in named}, {None})
+                self.assertEqual(adjacent_twins(name + ".folded"), [])
+                chain = f"py::work:{script};py::spin:{script}"
+                with open(name + ".folded") as f:
+                    self.assertIn(chain, f.read())
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
