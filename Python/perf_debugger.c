@@ -91,8 +91,10 @@
  * or, for an arena without one, into the arena's object, and copied into
  * the objects (their bytes do not depend on where they are);
  * at a merge the recent object's line table is written anew for its new
- * first slot, a block per slot it can name (at most 128; a block is 45
- * bytes and half a slot).
+ * first slot.  An object's table has rows for the slots named so far
+ * only (a block of 45 bytes and half a slot each, line 0 for a slot
+ * skipped): .debug_line grows as names come, into room whose pages are
+ * not touched before.
  *
  * Every caller holds the GIL (arenas are made and slots named with it),
  * which is what serializes changes of the list: the list is ours alone
@@ -272,6 +274,7 @@ publish(jit_object *o, uint64_t text, size_t text_size, size_t nsyms)
     sh[SEC_SYMTAB].sh_info = (Elf64_Word)(nsyms + 1);
     sh[SEC_STRTAB].sh_size = o->strtab_used;
     if (o->nsections == NSECTIONS) {
+        sh[SEC_LINE].sh_size = o->lines.line_end - o->lines.line;
         sh[SEC_LINE_STR].sh_size = o->strtab_used;
         /* The compile unit over .text alone: the other object's, or
            another arena's, has the addresses around it. */
@@ -372,29 +375,33 @@ object_init(jit_object *o, size_t nsyms, size_t table_size,
 }
 
 /* The bytes of a line table for `nslots` line trampolines `slot_size`
-   bytes apart. */
+   bytes apart, once every slot has its rows. */
 static size_t
 lines_size(size_t nslots, size_t slot_size)
 {
     _PyPerfBytes measure = {NULL, 0, 0};
     _PyPerfLinesLayout at;
-    _PyPerfLines_Put(&measure, nslots, slot_size, _PyPerf_LINES, 0, &at);
-    return measure.n;
+    _PyPerfLines_PutEmpty(&measure, nslots, slot_size, _PyPerf_LINES, 0,
+                          &at);
+    return at.end;
 }
 
 /* Write the line table of `o` (mapped by object_init() with room for it)
    for `nslots` line trampolines `slot_size` bytes apart from `text`, none
-   named, over what was there; .strtab then holds no name.  (Its compile
-   unit's range is publish()'s.)  The sections are the arena file's
-   (Python/perf_lines.c); .debug_line_str is .strtab's bytes, as there. */
+   named and no slot's rows yet (_PyPerfLines_Fill() adds them), over what
+   was there; .strtab then holds no name.  (Its compile unit's range is
+   publish()'s.)  The sections are the arena file's (Python/perf_lines.c);
+   .debug_line_str is .strtab's bytes, as there. */
 static void
 put_lines(jit_object *o, size_t nslots, size_t slot_size, uint64_t text)
 {
     _PyPerfBytes w = {o->mem + o->debug_off, 0,
                       o->strtab_off - o->debug_off};
     _PyPerfLinesLayout *at = &o->lines;
-    _PyPerfLines_Put(&w, nslots, slot_size, _PyPerf_LINES, text, at);
-    assert(w.n == at->end && w.n == o->strtab_off - o->debug_off);
+    /* (rows are added as slots are named: the pages of the rest stay
+       untouched) */
+    _PyPerfLines_PutEmpty(&w, nslots, slot_size, _PyPerf_LINES, text, at);
+    assert(at->end == o->strtab_off - o->debug_off);
     memcpy(o->mem + o->strtab_off + CU_NAME_STR, CU_NAME, sizeof(CU_NAME));
     o->strtab_used = o->strtab_init;
     Elf64_Shdr *sh = section_headers(o);
@@ -438,7 +445,12 @@ make_room(jit_object *o, size_t len, uint64_t text, size_t text_size,
     }
     unsigned char *old = o->mem;
     size_t old_size = o->mem_size;
-    memcpy(mem, old, o->strtab_off + o->strtab_used);
+    /* (not the line table's room for rows not written yet: its pages are
+       never touched) */
+    size_t head = o->nsections == NSECTIONS
+                  ? o->debug_off + o->lines.line_end : o->strtab_off;
+    memcpy(mem, old, head);
+    memcpy(mem + o->strtab_off, old + o->strtab_off, o->strtab_used);
     o->mem = mem;
     o->mem_size = size;
     if (o->registered >= 0) {
@@ -532,8 +544,13 @@ _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size,
     {
         goto fail;
     }
-    /* Over the .eh_frame_hdr: the null symbol and the unnamed slots. */
-    memset(a->mem + a->symtab_off, 0, a->strtab_off + 1 - a->symtab_off);
+    /* Over the .eh_frame_hdr: the null symbol and the unnamed slots (and
+       the line table's room; no further: pages not written stay
+       untouched). */
+    size_t spilled = table_off + eh_size + hdr_size;
+    if (spilled > a->symtab_off) {
+        memset(a->mem + a->symtab_off, 0, spilled - a->symtab_off);
+    }
     size_t unused;
     if (lines) {
         put_lines(a, nslots, slot_size, img->code);
@@ -689,6 +706,8 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, PyCodeObject *code,
            file's, or without one here, then copied. */
         unsigned char *debug = a->mem + a->debug_off;
         uint32_t file = put_string(a, name + file_at, file_len);
+        _PyPerfLines_Fill(debug, &a->lines, i + 1);
+        _PyPerfLines_Fill(r->mem + r->debug_off, &r->lines, k + 1);
         if (rows != NULL) {
             _PyPerfLines_PutRows(debug, &a->lines, i, rows, file);
         }

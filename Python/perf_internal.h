@@ -369,7 +369,10 @@ typedef struct {
     size_t info_pc, aranges_pc;   /* the compile unit's address, then its
                                      size (.debug_info, .debug_aranges) */
     size_t line_pc;               /* the sequence's address (.debug_line) */
-    size_t end;
+    size_t slot_size;
+    size_t filled;                /* slots whose rows are in the sequence */
+    size_t line_end;              /* where .debug_line ends now */
+    size_t end;                   /* ... and once every slot has rows */
 } _PyPerfLinesLayout;
 
 /* The sections for `nslots` slots `slot_size` (at most 65535) bytes apart
@@ -378,6 +381,17 @@ typedef struct {
 extern void _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots,
                              size_t slot_size, _PyPerfKind kind,
                              uint64_t text_addr, _PyPerfLinesLayout *at);
+/* The same sections with no slot's rows yet (.debug_line ends at
+   at->line_end): they take no more than at->end bytes once
+   _PyPerfLines_Fill() has given every slot its rows. */
+extern void _PyPerfLines_PutEmpty(_PyPerfBytes *w, size_t nslots,
+                                  size_t slot_size, _PyPerfKind kind,
+                                  uint64_t text_addr,
+                                  _PyPerfLinesLayout *at);
+/* Rows for slots at->filled .. `upto` - 1 of the sections at `debug`
+   (line 0 until they are named), after the others; .debug_line grows. */
+extern void _PyPerfLines_Fill(unsigned char *debug, _PyPerfLinesLayout *at,
+                              size_t upto);
 /* Can the rows of `code`'s pads go in a line trampoline's slot of
    `slot_size` bytes (its pads and its share of .debug_line)? */
 extern int _PyPerfLines_PadsFit(PyCodeObject *code, size_t slot_size);

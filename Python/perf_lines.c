@@ -35,8 +35,12 @@
  * does not end with the file).  A block of rows does not depend on where
  * it is (it starts and ends at its slot's start and line 1), so the
  * rows written once for a slot (into the arena file, or without one into
- * the arena's object) are copied to the objects that name it, and an object's compile unit moves to the addresses it describes
- * now, by rewriting three addresses.
+ * the arena's object) are copied to the objects that name it.  An
+ * object's compile unit moves to the addresses it describes now, by
+ * rewriting three addresses, and its .debug_line has rows for the slots
+ * named so far only: it grows as they are named, its room laid out as a
+ * whole table's, so that the pages of slots never named are never
+ * touched.
  *
  * This file knows DWARF and nothing of ELF: Python/perf_elf_image.c and
  * Python/perf_debugger.c place the sections and call it to write them,
@@ -223,12 +227,38 @@ put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size,
     _PyPerfBytes_EndUnit(w, unit);
 }
 
+/* Slot i's rows before it is handed out: set_file(i + 1), then the same
+   bytes for every slot: its line 0, the advance to the next slot, and
+   for a line trampoline no-ops to the end of its block. */
+static void
+put_unnamed(_PyPerfBytes *w, size_t i, const _PyPerfLinesLayout *at)
+{
+    _PyPerfBytes_U8(w, LNS_set_file);
+    _PyPerfBytes_Uleb(w, i + 1);
+    size_t block = w->n;
+    put_line(w, 0);
+    _PyPerfBytes_U8(w, LNS_fixed_advance_pc);
+    _PyPerfBytes_U16(w, (uint16_t)at->slot_size);
+    pad_block(w, block, at->block);
+}
+
+/* The end of the sequence and of the unit. */
+static void
+put_end_sequence(_PyPerfBytes *w)
+{
+    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
+    _PyPerfBytes_U8(w, 1);
+    _PyPerfBytes_U8(w, LNE_end_sequence);
+}
+
 /* .debug_line: a header whose file entry i + 1 is slot i's file (CU_NAME
    until it is handed out), and one sequence over .text with a row
-   per slot (line 0, no source, until it is handed out). */
+   per slot (line 0, no source, until it is handed out) for the first
+   `filled` slots (_PyPerfLines_Fill() adds the others). */
 static void
 put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-               _PyPerfKind kind, uint64_t text_addr, _PyPerfLinesLayout *at)
+               _PyPerfKind kind, uint64_t text_addr, size_t filled,
+               _PyPerfLinesLayout *at)
 {
     size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 5);                     /* version */
@@ -277,32 +307,24 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     _PyPerfBytes_U8(w, LNE_set_address);
     at->line_pc = w->n;
     _PyPerfBytes_U64(w, text_addr);
-    /* A slot's rows: set_file(i + 1), then the same bytes for every
-       slot: its line (0 until it is handed out), the advance to the next
-       slot, and for a line trampoline no-ops to the end of its block. */
     at->block = kind == _PyPerf_LINES ? pads_block(slot_size)
                                       : ROW_LINE_SIZE + 3;
+    at->slot_size = slot_size;
     at->rows = w->n;
-    for (size_t i = 0; i < nslots; i++) {
+    for (size_t i = 0; i < filled; i++) {
         assert(w->n == at->rows + rows_at(i, at->block));
-        _PyPerfBytes_U8(w, LNS_set_file);
-        _PyPerfBytes_Uleb(w, i + 1);
-        size_t block = w->n;
-        put_line(w, 0);
-        _PyPerfBytes_U8(w, LNS_fixed_advance_pc);
-        _PyPerfBytes_U16(w, (uint16_t)slot_size);
-        pad_block(w, block, at->block);
+        put_unnamed(w, i, at);
     }
-    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
-    _PyPerfBytes_U8(w, 1);
-    _PyPerfBytes_U8(w, LNE_end_sequence);
+    at->filled = filled;
+    put_end_sequence(w);
     _PyPerfBytes_EndUnit(w, unit);
 }
 
-void
-_PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-                 _PyPerfKind kind, uint64_t text_addr,
-                 _PyPerfLinesLayout *at)
+/* The sections, with the rows of the first `filled` slots. */
+static void
+put_sections(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+             _PyPerfKind kind, uint64_t text_addr, size_t filled,
+             _PyPerfLinesLayout *at)
 {
     assert(nslots < _PyPerfLines_MAX_SLOTS && slot_size <= UINT16_MAX);
     uint64_t text_size = (uint64_t)nslots * slot_size;
@@ -312,8 +334,51 @@ _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     at->aranges = w->n;
     put_debug_aranges(w, text_addr, text_size, at);
     at->line = w->n;
-    put_debug_line(w, nslots, slot_size, kind, text_addr, at);
-    at->end = w->n;
+    put_debug_line(w, nslots, slot_size, kind, text_addr, filled, at);
+    at->line_end = w->n;
+    /* (room for every slot's rows: the end of a full table) */
+    at->end = at->rows + rows_at(nslots, at->block) + 3;
+}
+
+void
+_PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+                 _PyPerfKind kind, uint64_t text_addr,
+                 _PyPerfLinesLayout *at)
+{
+    put_sections(w, nslots, slot_size, kind, text_addr, nslots, at);
+    assert(w->n == at->end);
+}
+
+void
+_PyPerfLines_PutEmpty(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+                      _PyPerfKind kind, uint64_t text_addr,
+                      _PyPerfLinesLayout *at)
+{
+    put_sections(w, nslots, slot_size, kind, text_addr, 0, at);
+}
+
+void
+_PyPerfLines_Fill(unsigned char *debug, _PyPerfLinesLayout *at,
+                  size_t upto)
+{
+    if (upto <= at->filled) {
+        return;
+    }
+    /* the unnamed slots' rows over the end of the sequence, then a new
+       end, and the unit's new length */
+    size_t start = at->rows + rows_at(at->filled, at->block);
+    _PyPerfBytes w = {debug + start, 0, at->end - start};
+    for (size_t i = at->filled; i < upto; i++) {
+        put_unnamed(&w, i, at);
+    }
+    put_end_sequence(&w);
+    assert(w.n <= w.cap);
+    at->filled = upto;
+    at->line_end = start + w.n;
+    unsigned char length[4];
+    _PyPerfBytes lw = {length, 0, sizeof(length)};
+    _PyPerfBytes_U32(&lw, (uint32_t)(at->line_end - at->line - 4));
+    memcpy(debug + at->line, length, sizeof(length));
 }
 
 void
