@@ -89,8 +89,8 @@
  *
  * A slot's rows are written once, into the arena file (Python/perf_elf.c)
  * or, for an arena without one, into the arena's object, and copied into
- * the objects (their bytes do not depend on where they are);
- * at a merge the recent object's line table is written anew for its new
+ * the objects (their bytes do not depend on where they are); at a
+ * merge the recent object's line table starts again, empty, at its new
  * first slot.  An object's table has rows for the slots named so far
  * only (a block of 45 bytes and half a slot each, line 0 for a slot
  * skipped): .debug_line grows as names come, into room whose pages are
@@ -180,6 +180,8 @@ static const char shstrtab[] =
 static const Elf64_Word shname[NSECTIONS] = {
     0, 1, 7, 17, 25, 33, 43, 57, 69, 84, 96};
 #define SHSTRTAB_PLAIN 43
+_Static_assert(sizeof("\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab")
+               == SHSTRTAB_PLAIN, "a plain object's section names");
 /* .shstrtab follows the section headers. */
 #define SHSTRTAB_OFF(nsections) \
     (sizeof(Elf64_Ehdr) + (nsections) * sizeof(Elf64_Shdr))
