@@ -810,13 +810,18 @@ _PyPerfSlot_Take(PyCodeObject *code)
         size_t len = _PyPerf_SymbolName(code, name, &file_at);
         /* A failure leaves the slot without a name there; the backends'
            own files, on the same /tmp, will say why. */
-        if (a->elf != NULL) {
-            (void)_PyPerfElf_Name(a->elf, a->nused, code, name, len,
-                                  file_at);
+        const unsigned char *rows = NULL;
+        if (a->elf != NULL
+            && _PyPerfElf_Name(a->elf, a->nused, code, name, len,
+                               file_at) == 0)
+        {
+            /* (a line trampoline's rows, which the debuggers' objects
+               copy) */
+            rows = _PyPerfElf_Rows(a->elf, a->nused);
         }
         if (a->image != NULL) {
-            (void)_PyPerfImage_Name(a->image, a->nused, name, len, file_at,
-                                    code->co_firstlineno);
+            (void)_PyPerfImage_Name(a->image, a->nused, code, name, len,
+                                    file_at, rows);
         }
     }
     if (a->elf != NULL) {

@@ -42,7 +42,22 @@
  *                the ones Python/perf_unwind.c writes
  *     .symtab    a null symbol, then one per slot (zeros for a slot whose
  *                naming failed)
- *     .strtab    the names, the last section: it grows at the end
+ *     .debug_abbrev, .debug_info, .debug_aranges, .debug_line
+ *                for line trampolines (-X perf_lines) only: the arena
+ *                file's line table (Python/perf_lines.c), the rows of
+ *                each slot's pads, over the slots the object names
+ *     .strtab    the names, the last section: it grows at the end; with
+ *                a line table each name is followed by its file's, and
+ *                .debug_line_str is the same bytes
+ *
+ * A plain trampolines' object has no line table: its name says its line
+ * (below).  A line trampoline's function shows as two frames, its
+ * trampoline's (the def line) and its line record's, whose address is a
+ * pad: the line table gives that frame the pad's line, as it does to
+ * perf from the arena file.  Its compile unit covers the object's .text
+ * only, which publish() sets each time: a debugger looks an address's
+ * line up in the unit whose range holds it, and an object's table has
+ * rows only for the slots the object names.
  *
  * The arena's object unwinds every slot and names the slots up to a
  * point; the recent names' object names the slots after it, up to 128.
@@ -71,6 +86,15 @@
  * Without a debugger a registration is two calls of an empty function.
  * When the names outgrow an object's string table, it moves to a mapping
  * twice as large, registered before the old one is unmapped.
+ *
+ * A slot's rows are written once, into the arena file (Python/perf_elf.c)
+ * or, for an arena without one, into the arena's object, and copied into
+ * the objects (their bytes do not depend on where they are); at a
+ * merge the recent object's line table starts again, empty, at its new
+ * first slot.  An object's table has rows for the slots named so far
+ * only (a block of 45 bytes and half a slot each, line 0 for a slot
+ * skipped): .debug_line grows as names come, into room whose pages are
+ * not touched before.
  *
  * Every caller holds the GIL (arenas are made and slots named with it),
  * which is what serializes changes of the list: the list is ours alone
@@ -140,15 +164,29 @@ __jit_debug_register_code(void)
     __asm__ __volatile__("" : : "r"(&__jit_debug_descriptor) : "memory");
 }
 
-/* Sections, in the order of the section header table. */
+/* Sections, in the order of the section header table; a plain
+   trampolines' object has the first NSECTIONS_PLAIN only, and the names of
+   theirs only (SHSTRTAB_PLAIN bytes). */
 enum {
     SEC_NULL, SEC_TEXT, SEC_EH_FRAME, SEC_SYMTAB, SEC_STRTAB, SEC_SHSTRTAB,
+    SEC_ABBREV, SEC_INFO, SEC_ARANGES, SEC_LINE, SEC_LINE_STR,
     NSECTIONS
 };
+#define NSECTIONS_PLAIN SEC_ABBREV
 static const char shstrtab[] =
-    "\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab";
-static const Elf64_Word shname[NSECTIONS] = {0, 1, 7, 17, 25, 33};
-#define SHSTRTAB_OFF (sizeof(Elf64_Ehdr) + NSECTIONS * sizeof(Elf64_Shdr))
+    "\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab"
+    "\0.debug_abbrev\0.debug_info\0.debug_aranges\0.debug_line"
+    "\0.debug_line_str";
+static const Elf64_Word shname[NSECTIONS] = {
+    0, 1, 7, 17, 25, 33, 43, 57, 69, 84, 96};
+#define SHSTRTAB_PLAIN 43
+_Static_assert(sizeof("\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab")
+               == SHSTRTAB_PLAIN, "a plain object's section names");
+/* .shstrtab follows the section headers. */
+#define SHSTRTAB_OFF(nsections) \
+    (sizeof(Elf64_Ehdr) + (nsections) * sizeof(Elf64_Shdr))
+#define CU_NAME _PyPerfLines_CU_NAME
+#define CU_NAME_STR _PyPerfLines_CU_NAME_STR
 
 /* .strtab's first room, per symbol; it doubles when names need more. */
 #define NAME_ROOM 64
@@ -162,8 +200,12 @@ typedef struct {
     int registered;               /* index of the registered entry, or -1 */
     unsigned char *mem;           /* the mapping */
     size_t mem_size;
+    unsigned int nsections;       /* NSECTIONS with a line table */
     size_t symtab_off;
+    size_t debug_off;             /* .debug_abbrev, with a line table */
+    _PyPerfLinesLayout lines;     /* the line table's parts, from there */
     size_t strtab_off;
+    size_t strtab_init;           /* bytes of .strtab before the names */
     size_t strtab_used;           /* bytes of .strtab written */
 } jit_object;
 
@@ -176,6 +218,7 @@ struct _PyPerfImage {
     _PyPerfKind kind;
     size_t merged;                /* slots described by `arena` */
     size_t named;                 /* slots named so far, the next one */
+    size_t recent_max;            /* slots `recent` can name */
 };
 
 static void
@@ -232,6 +275,14 @@ publish(jit_object *o, uint64_t text, size_t text_size, size_t nsyms)
     sh[SEC_SYMTAB].sh_size = (nsyms + 1) * sizeof(Elf64_Sym);
     sh[SEC_SYMTAB].sh_info = (Elf64_Word)(nsyms + 1);
     sh[SEC_STRTAB].sh_size = o->strtab_used;
+    if (o->nsections == NSECTIONS) {
+        sh[SEC_LINE].sh_size = o->lines.line_end - o->lines.line;
+        sh[SEC_LINE_STR].sh_size = o->strtab_used;
+        /* The compile unit over .text alone: the other object's, or
+           another arena's, has the addresses around it. */
+        _PyPerfLines_Place(o->mem + o->debug_off, &o->lines, text,
+                           text_size);
+    }
     int next = o->registered == 0;
     struct jit_code_entry *e = &o->entry[next];
     e->symfile_addr = (const char *)o->mem;
@@ -261,18 +312,30 @@ map_memory(size_t size)
 }
 
 /* Map `o` with room for `nsyms` symbols after `table_size` bytes of unwind
-   table and write its headers (.text and .eh_frame at `text`, `eh_addr`).
-   The table is written at o->mem + *table_off.  0, or -1 and errno. */
+   table and write its headers (.text and .eh_frame at `text`, `eh_addr`),
+   with room for `debug_size` bytes of line table if not 0 (put_lines()
+   writes it).  The table is written at o->mem + *table_off.  0, or -1 and
+   errno. */
 static int
 object_init(jit_object *o, size_t nsyms, size_t table_size,
-            size_t *table_off, uint64_t eh_addr, size_t eh_size)
+            size_t *table_off, uint64_t eh_addr, size_t eh_size,
+            size_t debug_size)
 {
-    size_t eh_off = _Py_SIZE_ROUND_UP(SHSTRTAB_OFF + sizeof(shstrtab), 8);
+    o->nsections = debug_size != 0 ? NSECTIONS : NSECTIONS_PLAIN;
+    size_t shstrtab_size = debug_size != 0 ? sizeof(shstrtab)
+                                           : SHSTRTAB_PLAIN;
+    size_t shstrtab_off = SHSTRTAB_OFF(o->nsections);
+    size_t eh_off = _Py_SIZE_ROUND_UP(shstrtab_off + shstrtab_size, 8);
     /* The table may be written with more after it (the .eh_frame_hdr of
        an arena file), which the symbols then cover. */
     size_t symtab_off = _Py_SIZE_ROUND_UP(eh_off + eh_size, 8);
-    size_t strtab_off = symtab_off + (nsyms + 1) * sizeof(Elf64_Sym);
-    size_t end = strtab_off + nsyms * NAME_ROOM;
+    size_t debug_off = symtab_off + (nsyms + 1) * sizeof(Elf64_Sym);
+    size_t strtab_off = debug_off + debug_size;
+    /* .strtab opens with the empty string, and with a line table the
+       compile unit's name (its file until a slot is named) */
+    size_t strtab_init = debug_size != 0
+                         ? CU_NAME_STR + sizeof(CU_NAME) : 1;
+    size_t end = strtab_off + (strtab_init - 1) + nsyms * NAME_ROOM;
     size_t table_end = eh_off + table_size;
     o->mem_size = _Py_SIZE_ROUND_UP(end > table_end ? end : table_end, 4096);
     o->mem = map_memory(o->mem_size);
@@ -282,10 +345,12 @@ object_init(jit_object *o, size_t nsyms, size_t table_size,
     *table_off = eh_off;
     o->registered = -1;
     o->symtab_off = symtab_off;
+    o->debug_off = debug_off;
     o->strtab_off = strtab_off;
+    o->strtab_init = strtab_init;
     o->strtab_used = 1;           /* the empty string; the pages are zeros */
 
-    _PyPerfElf_Header(o->mem, ET_REL, NSECTIONS, SEC_SHSTRTAB);
+    _PyPerfElf_Header(o->mem, ET_REL, o->nsections, SEC_SHSTRTAB);
     ((Elf64_Ehdr *)o->mem)->e_shoff = sizeof(Elf64_Ehdr);
     Elf64_Shdr *sh = section_headers(o);
     sh[SEC_TEXT] = (Elf64_Shdr){
@@ -302,13 +367,58 @@ object_init(jit_object *o, size_t nsyms, size_t table_size,
     sh[SEC_STRTAB] = (Elf64_Shdr){
         .sh_type = SHT_STRTAB, .sh_offset = strtab_off, .sh_addralign = 1};
     sh[SEC_SHSTRTAB] = (Elf64_Shdr){
-        .sh_type = SHT_STRTAB, .sh_offset = SHSTRTAB_OFF,
-        .sh_size = sizeof(shstrtab), .sh_addralign = 1};
-    for (int i = 0; i < NSECTIONS; i++) {
+        .sh_type = SHT_STRTAB, .sh_offset = shstrtab_off,
+        .sh_size = shstrtab_size, .sh_addralign = 1};
+    for (unsigned int i = 0; i < o->nsections; i++) {
         sh[i].sh_name = shname[i];
     }
-    memcpy(o->mem + SHSTRTAB_OFF, shstrtab, sizeof(shstrtab));
+    memcpy(o->mem + shstrtab_off, shstrtab, shstrtab_size);
     return 0;
+}
+
+/* The bytes of a line table for `nslots` line trampolines `slot_size`
+   bytes apart, once every slot has its rows. */
+static size_t
+lines_size(size_t nslots, size_t slot_size)
+{
+    _PyPerfBytes measure = {NULL, 0, 0};
+    _PyPerfLinesLayout at;
+    _PyPerfLines_PutEmpty(&measure, nslots, slot_size, _PyPerf_LINES, 0,
+                          &at);
+    return at.end;
+}
+
+/* Write the line table of `o` (mapped by object_init() with room for it)
+   for `nslots` line trampolines `slot_size` bytes apart from `text`, none
+   named and no slot's rows yet (_PyPerfLines_Fill() adds them), over what
+   was there; .strtab then holds no name.  (Its compile unit's range is
+   publish()'s.)  The sections are the arena file's (Python/perf_lines.c);
+   .debug_line_str is .strtab's bytes, as there. */
+static void
+put_lines(jit_object *o, size_t nslots, size_t slot_size, uint64_t text)
+{
+    _PyPerfBytes w = {o->mem + o->debug_off, 0,
+                      o->strtab_off - o->debug_off};
+    _PyPerfLinesLayout *at = &o->lines;
+    /* (rows are added as slots are named: the pages of the rest stay
+       untouched) */
+    _PyPerfLines_PutEmpty(&w, nslots, slot_size, _PyPerf_LINES, text, at);
+    assert(at->end == o->strtab_off - o->debug_off);
+    memcpy(o->mem + o->strtab_off + CU_NAME_STR, CU_NAME, sizeof(CU_NAME));
+    o->strtab_used = o->strtab_init;
+    Elf64_Shdr *sh = section_headers(o);
+    size_t parts[4][2] = {{0, at->info}, {at->info, at->aranges},
+                          {at->aranges, at->line}, {at->line, at->end}};
+    for (int k = 0; k < 4; k++) {
+        sh[SEC_ABBREV + k] = (Elf64_Shdr){
+            .sh_name = shname[SEC_ABBREV + k], .sh_type = SHT_PROGBITS,
+            .sh_offset = o->debug_off + parts[k][0],
+            .sh_size = parts[k][1] - parts[k][0], .sh_addralign = 1};
+    }
+    sh[SEC_LINE_STR] = (Elf64_Shdr){
+        .sh_name = shname[SEC_LINE_STR], .sh_type = SHT_PROGBITS,
+        .sh_flags = SHF_MERGE | SHF_STRINGS, .sh_offset = o->strtab_off,
+        .sh_size = o->strtab_used, .sh_addralign = 1, .sh_entsize = 1};
 }
 
 /* Room for `len` more bytes of names in `o`: it moves to a mapping large
@@ -337,7 +447,12 @@ make_room(jit_object *o, size_t len, uint64_t text, size_t text_size,
     }
     unsigned char *old = o->mem;
     size_t old_size = o->mem_size;
-    memcpy(mem, old, o->strtab_off + o->strtab_used);
+    /* (not the line table's room for rows not written yet: its pages are
+       never touched) */
+    size_t head = o->nsections == NSECTIONS
+                  ? o->debug_off + o->lines.line_end : o->strtab_off;
+    memcpy(mem, old, head);
+    memcpy(mem + o->strtab_off, old + o->strtab_off, o->strtab_used);
     o->mem = mem;
     o->mem_size = size;
     if (o->registered >= 0) {
@@ -350,6 +465,19 @@ make_room(jit_object *o, size_t len, uint64_t text, size_t text_size,
     }
     munmap(old, old_size);
     return 0;
+}
+
+/* `len` bytes at `s` as a string of `o`'s .strtab, whose offset it
+   returns; make_room() made room for it. */
+static uint32_t
+put_string(jit_object *o, const char *s, size_t len)
+{
+    size_t off = o->strtab_used;
+    unsigned char *p = o->mem + o->strtab_off + off;
+    memcpy(p, s, len);
+    p[len] = '\0';
+    o->strtab_used = off + len + 1;
+    return (uint32_t)off;
 }
 
 /* Write symbol `index` of `o` (a function `value` bytes into its .text)
@@ -400,10 +528,14 @@ _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size,
     img->nslots = nslots;
     img->slot_size = slot_size;
     img->kind = kind;
+    img->recent_max = nslots < RECENT_MAX ? nslots : RECENT_MAX;
+    /* Line trampolines' pads have lines: a line table in each object. */
+    int lines = kind == _PyPerf_LINES;
     size_t table_off;
     jit_object *a = &img->arena;
     if (object_init(a, nslots, eh_size + hdr_size, &table_off,
-                    img->code + eh_before, eh_size) < 0)
+                    img->code + eh_before, eh_size,
+                    lines ? lines_size(nslots, slot_size) : 0) < 0)
     {
         goto fail;
     }
@@ -414,13 +546,25 @@ _PyPerfImage_New(const char *code, size_t nslots, size_t slot_size,
     {
         goto fail;
     }
-    /* Over the .eh_frame_hdr: the null symbol and the unnamed slots. */
-    memset(a->mem + a->symtab_off, 0, a->strtab_off + 1 - a->symtab_off);
+    /* Over the .eh_frame_hdr: the null symbol and the unnamed slots (and
+       the line table's room; no further: pages not written stay
+       untouched). */
+    size_t spilled = table_off + eh_size + hdr_size;
+    if (spilled > a->symtab_off) {
+        memset(a->mem + a->symtab_off, 0, spilled - a->symtab_off);
+    }
     size_t unused;
-    if (object_init(&img->recent, nslots < RECENT_MAX ? nslots : RECENT_MAX,
-                    0, &unused, img->code, 0) < 0)
+    if (lines) {
+        put_lines(a, nslots, slot_size, img->code);
+    }
+    if (object_init(&img->recent, img->recent_max, 0, &unused, img->code,
+                    0, lines ? lines_size(img->recent_max, slot_size) : 0)
+        < 0)
     {
         goto fail;
+    }
+    if (lines) {
+        put_lines(&img->recent, img->recent_max, slot_size, img->code);
     }
     /* The unwind table now; the recent names' object with the first. */
     publish(a, img->code, 0, 0);
@@ -471,7 +615,7 @@ merge(_PyPerfImage *img)
     publish(&img->arena, img->code, img->merged * img->slot_size,
             img->merged);
     jit_object *r = &img->recent;
-    r->strtab_used = 1;
+    r->strtab_used = r->strtab_init;
     if (img->merged == img->nslots) {
         withdraw(r);
         munmap(r->mem, r->mem_size);
@@ -480,6 +624,10 @@ merge(_PyPerfImage *img)
     else {
         size_t size;
         uint64_t text = recent_text(img, &size);
+        if (r->nsections == NSECTIONS) {
+            /* Its rows start again, at its new first slot. */
+            put_lines(r, img->recent_max, img->slot_size, text);
+        }
         publish(r, text, size, 0);
     }
 }
@@ -501,9 +649,11 @@ put_decimal(char *p, unsigned int v)
 }
 
 int
-_PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
-                  size_t file_at, int lineno)
+_PyPerfImage_Name(_PyPerfImage *img, size_t i, PyCodeObject *code,
+                  const char *name, size_t len, size_t file_at,
+                  const unsigned char *rows)
 {
+    int lineno = code->co_firstlineno;
     if (i >= img->nslots || i < img->named || file_at == 0 || file_at > len) {
         errno = EINVAL;
         return -1;
@@ -523,6 +673,11 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
     tail[tail_len++] = ')';
     size_t qual_len = file_at - 1;
     size_t need = qual_len + tail_len + 1;
+    int lines = img->kind == _PyPerf_LINES;
+    if (lines) {
+        /* the line table's file name, a string of its own */
+        need += file_len + 1;
+    }
     if (i != img->named || i - img->merged >= RECENT_MAX) {
         /* After slots left unnamed, or when it is full, the recent
            object starts again here: its symbol k is slot merged + k. */
@@ -548,6 +703,27 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name, size_t len,
     put_symbol(r, k + 1, (uint64_t)k * img->slot_size,
                _PyPerf_Covered(img->slot_size, img->kind), name, qual_len,
                tail, tail_len);
+    if (lines) {
+        /* The pads' rows, written once (Python/perf_lines.c): the arena
+           file's, or without one here, then copied. */
+        unsigned char *debug = a->mem + a->debug_off;
+        uint32_t file = put_string(a, name + file_at, file_len);
+        _PyPerfLines_Fill(debug, &a->lines, i + 1);
+        _PyPerfLines_Fill(r->mem + r->debug_off, &r->lines, k + 1);
+        if (rows != NULL) {
+            _PyPerfLines_PutRows(debug, &a->lines, i, rows, file);
+        }
+        else {
+            if (_PyPerfLines_NamePads(debug, &a->lines, i, img->slot_size,
+                                      code, file) < 0)
+            {
+                _PyPerfLines_Name(debug, &a->lines, i, lineno, file);
+            }
+            rows = _PyPerfLines_SlotRows(debug, &a->lines, i);
+        }
+        _PyPerfLines_PutRows(r->mem + r->debug_off, &r->lines, k, rows,
+                             put_string(r, name + file_at, file_len));
+    }
     img->named = i + 1;
     if (img->named == img->nslots || k + 1 == RECENT_MAX) {
         merge(img);
@@ -576,8 +752,9 @@ _PyPerfImage_Free(_PyPerfImage *Py_UNUSED(img))
 
 int
 _PyPerfImage_Name(_PyPerfImage *Py_UNUSED(img), size_t Py_UNUSED(i),
-                  const char *Py_UNUSED(name), size_t Py_UNUSED(len),
-                  size_t Py_UNUSED(file_at), int Py_UNUSED(lineno))
+                  PyCodeObject *Py_UNUSED(code), const char *Py_UNUSED(name),
+                  size_t Py_UNUSED(len), size_t Py_UNUSED(file_at),
+                  const unsigned char *Py_UNUSED(rows))
 {
     errno = ENOSYS;
     return -1;

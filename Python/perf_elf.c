@@ -498,6 +498,16 @@ _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
     return 0;
 }
 
+const unsigned char *
+_PyPerfElf_Rows(const _PyPerfElf *elf, size_t i)
+{
+    if (elf->kind != _PyPerf_LINES) {
+        return NULL;
+    }
+    return _PyPerfLines_SlotRows(elf->tables + elf->debug_off, &elf->lines,
+                                 i);
+}
+
 int
 _PyPerfElf_Close(_PyPerfElf *elf, int keep_range, _PyPerfElfName *name)
 {
@@ -592,6 +602,12 @@ _PyPerfElf_Name(_PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i),
 {
     errno = ENOSYS;
     return -1;
+}
+
+const unsigned char *
+_PyPerfElf_Rows(const _PyPerfElf *Py_UNUSED(elf), size_t Py_UNUSED(i))
+{
+    return NULL;
 }
 
 int

@@ -320,6 +320,9 @@ extern int _PyPerfElf_Reserve(_PyPerfElf *elf);
    without a name). */
 extern int _PyPerfElf_Name(_PyPerfElf *elf, size_t i, PyCodeObject *code,
                            const char *name, size_t len, size_t file_at);
+/* Slot `i`'s line rows, once _PyPerfElf_Name() named it (NULL but for a
+   line trampoline's file): the debuggers' objects copy them. */
+extern const unsigned char *_PyPerfElf_Rows(const _PyPerfElf *elf, size_t i);
 /* Let go of the file, sealed (it gets its build-id: no name is added
    again), when its arena names no more slots; the code's mapping stays,
    and with
@@ -366,7 +369,13 @@ typedef struct {
     size_t rows;                  /* slot 0's rows */
     size_t block;                 /* the bytes of a slot's rows that
                                      naming it rewrites */
-    size_t end;
+    size_t info_pc, aranges_pc;   /* the compile unit's address, then its
+                                     size (.debug_info, .debug_aranges) */
+    size_t line_pc;               /* the sequence's address (.debug_line) */
+    size_t slot_size;
+    size_t filled;                /* slots whose rows are in the sequence */
+    size_t line_end;              /* where .debug_line ends now */
+    size_t end;                   /* ... and once every slot has rows */
 } _PyPerfLinesLayout;
 
 /* The sections for `nslots` slots `slot_size` (at most 65535) bytes apart
@@ -375,6 +384,17 @@ typedef struct {
 extern void _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots,
                              size_t slot_size, _PyPerfKind kind,
                              uint64_t text_addr, _PyPerfLinesLayout *at);
+/* The same sections with no slot's rows yet (.debug_line ends at
+   at->line_end): they take no more than at->end bytes once
+   _PyPerfLines_Fill() has given every slot its rows. */
+extern void _PyPerfLines_PutEmpty(_PyPerfBytes *w, size_t nslots,
+                                  size_t slot_size, _PyPerfKind kind,
+                                  uint64_t text_addr,
+                                  _PyPerfLinesLayout *at);
+/* Rows for slots at->filled .. `upto` - 1 of the sections at `debug`
+   (line 0 until they are named), after the others; .debug_line grows. */
+extern void _PyPerfLines_Fill(unsigned char *debug, _PyPerfLinesLayout *at,
+                              size_t upto);
 /* Can the rows of `code`'s pads go in a line trampoline's slot of
    `slot_size` bytes (its pads and its share of .debug_line)? */
 extern int _PyPerfLines_PadsFit(PyCodeObject *code, size_t slot_size);
@@ -404,6 +424,24 @@ extern int _PyPerfLines_NamePads(unsigned char *debug,
 extern void _PyPerfLines_Name(unsigned char *debug,
                               const _PyPerfLinesLayout *at, size_t i,
                               int64_t line, uint32_t file_str);
+/* Move the compile unit of the sections at `debug` and its one sequence to
+   `text_addr`, over `text_size` bytes (its slot 0 is then at
+   `text_addr`). */
+extern void _PyPerfLines_Place(unsigned char *debug,
+                               const _PyPerfLinesLayout *at,
+                               uint64_t text_addr, uint64_t text_size);
+/* Slot `i`'s rows in the sections at `debug` (at->block bytes), which
+   _PyPerfLines_PutRows() copies into sections laid out for the same slot
+   size and template. */
+extern const unsigned char *_PyPerfLines_SlotRows(
+    const unsigned char *debug, const _PyPerfLinesLayout *at, size_t i);
+/* Name slot `i` in the sections at `debug` with `rows` (another table's
+   block, from _PyPerfLines_SlotRows()) in the file at `file_str` of
+   .debug_line_str. */
+extern void _PyPerfLines_PutRows(unsigned char *debug,
+                                 const _PyPerfLinesLayout *at, size_t i,
+                                 const unsigned char *rows,
+                                 uint32_t file_str);
 
 /* ---- Sealing arena files (Python/perf_seal.c) ---------------------------
 
@@ -507,19 +545,22 @@ extern void _PyPerfKept_AfterFork(void);
 
    An arena as two object files in anonymous memory (its unwind table
    and older names; its recent names), registered with GDB's JIT
-   interface, which gdb and lldb read, live and from core files. */
+   interface, which gdb and lldb read, live and from core files.  An
+   arena of line trampolines' objects carry their pads' lines too. */
 typedef struct _PyPerfImage _PyPerfImage;
 
 /* Describe the arena of `nslots` slots `slot_size` bytes apart at `code`
    and register it.  NULL and errno. */
 extern _PyPerfImage *_PyPerfImage_New(const char *code, size_t nslots,
                                       size_t slot_size, _PyPerfKind kind);
-/* Name slot `i` (no lower than the last one named) after `name`, `len`
-   bytes, the one perf shows, whose file name starts at `file_at`, and
-   its first line `lineno`; debuggers see it at once.  0, or -1 and errno
-   (the slot stays without a name). */
-extern int _PyPerfImage_Name(_PyPerfImage *img, size_t i, const char *name,
-                             size_t len, size_t file_at, int lineno);
+/* Name slot `i` (no lower than the last one named) for `code`, after
+   `name`, `len` bytes, the one perf shows, whose file name starts at
+   `file_at`; debuggers see it at once.  For a line trampoline, `rows`
+   are its rows written already (_PyPerfElf_Rows()), or NULL to write
+   them.  0, or -1 and errno (the slot stays without a name). */
+extern int _PyPerfImage_Name(_PyPerfImage *img, size_t i, PyCodeObject *code,
+                             const char *name, size_t len, size_t file_at,
+                             const unsigned char *rows);
 /* Unregister `img`, whose slots will never run again, and free it. */
 extern void _PyPerfImage_Free(_PyPerfImage *img);
 

@@ -26,9 +26,25 @@
  * file name is the end of the slot's symbol name "py::QUALNAME:FILENAME",
  * NUL included, so it costs no byte.
  *
- * This file knows DWARF and nothing of ELF: Python/perf_elf_image.c
- * places the sections and calls it to write them, Python/perf_elf.c to
- * name a slot.
+ * Elsewhere
+ * ---------
+ * The objects that describe arenas to debuggers (Python/perf_debugger.c)
+ * carry the same sections for slots of line trampolines, in memory of
+ * their own: their .debug_line_str is their .strtab too, where each file
+ * name is a string of its own after the slot's name (a debugger's name
+ * does not end with the file).  A block of rows does not depend on where
+ * it is (it starts and ends at its slot's start and line 1), so the
+ * rows written once for a slot (into the arena file, or without one into
+ * the arena's object) are copied to the objects that name it.  An
+ * object's compile unit moves to the addresses it describes now, by
+ * rewriting three addresses, and its .debug_line has rows for the slots
+ * named so far only: it grows as they are named, its room laid out as a
+ * whole table's, so that the pages of slots never named are never
+ * touched.
+ *
+ * This file knows DWARF and nothing of ELF: Python/perf_elf_image.c and
+ * Python/perf_debugger.c place the sections and call it to write them,
+ * Python/perf_elf.c and Python/perf_debugger.c to name a slot.
  */
 
 #include "Python.h"
@@ -141,12 +157,28 @@ put_nop(_PyPerfBytes *w, size_t n)
     _PyPerfBytes_U8(w, 0);
 }
 
+/* Eight no-ops of 5 bytes, copied whole: most of a line trampoline's
+   block is no-ops, written for every slot when an arena is made. */
+#define NOP5 LNS_advance_pc, 0x80, 0x80, 0x80, 0
+static const unsigned char nops5[40] = {
+    NOP5, NOP5, NOP5, NOP5, NOP5, NOP5, NOP5, NOP5};
+#undef NOP5
+
 /* Fill a block that started at `start` up to `block` bytes with no-ops
-   (never 1 byte short: the caller leaves 0 or at least 2). */
+   (never 1 byte short: the caller leaves 0 or at least 2): 5-byte ones
+   while more than 7 bytes are left, then one or two to the end. */
 static void
 pad_block(_PyPerfBytes *w, size_t start, size_t block)
 {
     size_t left = start + block - w->n;
+    if (left > 7) {
+        size_t fives = 5 * ((left - 3) / 5);
+        for (size_t k = 0; k < fives; k += sizeof(nops5)) {
+            size_t n = fives - k;
+            _PyPerfBytes_Put(w, nops5, n < sizeof(nops5) ? n : sizeof(nops5));
+        }
+        left -= fives;
+    }
     while (left > 0) {
         size_t n = left > 7 ? 5 : left > 5 ? left - 2 : left;
         assert(n >= 2);
@@ -157,7 +189,8 @@ pad_block(_PyPerfBytes *w, size_t start, size_t block)
 
 /* .debug_info: one compile unit over .text. */
 static void
-put_debug_info(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
+put_debug_info(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size,
+               _PyPerfLinesLayout *at)
 {
     size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 5);                     /* version */
@@ -168,6 +201,7 @@ put_debug_info(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
     _PyPerfBytes_Put(w, CU_NAME, sizeof(CU_NAME));
     _PyPerfBytes_Put(w, ".", 2);                /* DW_AT_comp_dir */
     _PyPerfBytes_U32(w, 0);                     /* DW_AT_stmt_list */
+    at->info_pc = w->n;
     _PyPerfBytes_U64(w, text_addr);
     _PyPerfBytes_U64(w, text_size);
     _PyPerfBytes_EndUnit(w, unit);
@@ -176,7 +210,8 @@ put_debug_info(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
 /* .debug_aranges: the compile unit's one range, for readers that look an
    address up there (elfutils) rather than in the unit itself. */
 static void
-put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
+put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size,
+                  _PyPerfLinesLayout *at)
 {
     size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 2);                     /* version */
@@ -184,6 +219,7 @@ put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
     _PyPerfBytes_U8(w, 8);                      /* address size */
     _PyPerfBytes_U8(w, 0);                      /* segment selector size */
     _PyPerfBytes_U32(w, 0);                     /* (to 16 bytes) */
+    at->aranges_pc = w->n;
     _PyPerfBytes_U64(w, text_addr);
     _PyPerfBytes_U64(w, text_size);
     _PyPerfBytes_U64(w, 0);                     /* the terminating pair */
@@ -191,12 +227,38 @@ put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size)
     _PyPerfBytes_EndUnit(w, unit);
 }
 
+/* Slot i's rows before it is handed out: set_file(i + 1), then the same
+   bytes for every slot: its line 0, the advance to the next slot, and
+   for a line trampoline no-ops to the end of its block. */
+static void
+put_unnamed(_PyPerfBytes *w, size_t i, const _PyPerfLinesLayout *at)
+{
+    _PyPerfBytes_U8(w, LNS_set_file);
+    _PyPerfBytes_Uleb(w, i + 1);
+    size_t block = w->n;
+    put_line(w, 0);
+    _PyPerfBytes_U8(w, LNS_fixed_advance_pc);
+    _PyPerfBytes_U16(w, (uint16_t)at->slot_size);
+    pad_block(w, block, at->block);
+}
+
+/* The end of the sequence and of the unit. */
+static void
+put_end_sequence(_PyPerfBytes *w)
+{
+    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
+    _PyPerfBytes_U8(w, 1);
+    _PyPerfBytes_U8(w, LNE_end_sequence);
+}
+
 /* .debug_line: a header whose file entry i + 1 is slot i's file (CU_NAME
    until it is handed out), and one sequence over .text with a row
-   per slot (line 0, no source, until it is handed out). */
+   per slot (line 0, no source, until it is handed out) for the first
+   `filled` slots (_PyPerfLines_Fill() adds the others). */
 static void
 put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
-               _PyPerfKind kind, uint64_t text_addr, _PyPerfLinesLayout *at)
+               _PyPerfKind kind, uint64_t text_addr, size_t filled,
+               _PyPerfLinesLayout *at)
 {
     size_t unit = _PyPerfBytes_BeginUnit(w);
     _PyPerfBytes_U16(w, 5);                     /* version */
@@ -243,27 +305,39 @@ put_debug_line(_PyPerfBytes *w, size_t nslots, size_t slot_size,
     _PyPerfBytes_U8(w, 0);                      /* DW_LNE_set_address */
     _PyPerfBytes_U8(w, 9);
     _PyPerfBytes_U8(w, LNE_set_address);
+    at->line_pc = w->n;
     _PyPerfBytes_U64(w, text_addr);
-    /* A slot's rows: set_file(i + 1), then the same bytes for every
-       slot: its line (0 until it is handed out), the advance to the next
-       slot, and for a line trampoline no-ops to the end of its block. */
     at->block = kind == _PyPerf_LINES ? pads_block(slot_size)
                                       : ROW_LINE_SIZE + 3;
+    at->slot_size = slot_size;
     at->rows = w->n;
-    for (size_t i = 0; i < nslots; i++) {
+    for (size_t i = 0; i < filled; i++) {
         assert(w->n == at->rows + rows_at(i, at->block));
-        _PyPerfBytes_U8(w, LNS_set_file);
-        _PyPerfBytes_Uleb(w, i + 1);
-        size_t block = w->n;
-        put_line(w, 0);
-        _PyPerfBytes_U8(w, LNS_fixed_advance_pc);
-        _PyPerfBytes_U16(w, (uint16_t)slot_size);
-        pad_block(w, block, at->block);
+        put_unnamed(w, i, at);
     }
-    _PyPerfBytes_U8(w, 0);                      /* DW_LNE_end_sequence */
-    _PyPerfBytes_U8(w, 1);
-    _PyPerfBytes_U8(w, LNE_end_sequence);
+    at->filled = filled;
+    put_end_sequence(w);
     _PyPerfBytes_EndUnit(w, unit);
+}
+
+/* The sections, with the rows of the first `filled` slots. */
+static void
+put_sections(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+             _PyPerfKind kind, uint64_t text_addr, size_t filled,
+             _PyPerfLinesLayout *at)
+{
+    assert(nslots < _PyPerfLines_MAX_SLOTS && slot_size <= UINT16_MAX);
+    uint64_t text_size = (uint64_t)nslots * slot_size;
+    _PyPerfBytes_Put(w, debug_abbrev, sizeof(debug_abbrev));
+    at->info = w->n;
+    put_debug_info(w, text_addr, text_size, at);
+    at->aranges = w->n;
+    put_debug_aranges(w, text_addr, text_size, at);
+    at->line = w->n;
+    put_debug_line(w, nslots, slot_size, kind, text_addr, filled, at);
+    at->line_end = w->n;
+    /* (room for every slot's rows: the end of a full table) */
+    at->end = at->rows + rows_at(nslots, at->block) + 3;
 }
 
 void
@@ -271,16 +345,40 @@ _PyPerfLines_Put(_PyPerfBytes *w, size_t nslots, size_t slot_size,
                  _PyPerfKind kind, uint64_t text_addr,
                  _PyPerfLinesLayout *at)
 {
-    assert(nslots < _PyPerfLines_MAX_SLOTS && slot_size <= UINT16_MAX);
-    uint64_t text_size = (uint64_t)nslots * slot_size;
-    _PyPerfBytes_Put(w, debug_abbrev, sizeof(debug_abbrev));
-    at->info = w->n;
-    put_debug_info(w, text_addr, text_size);
-    at->aranges = w->n;
-    put_debug_aranges(w, text_addr, text_size);
-    at->line = w->n;
-    put_debug_line(w, nslots, slot_size, kind, text_addr, at);
-    at->end = w->n;
+    put_sections(w, nslots, slot_size, kind, text_addr, nslots, at);
+    assert(w->n == at->end);
+}
+
+void
+_PyPerfLines_PutEmpty(_PyPerfBytes *w, size_t nslots, size_t slot_size,
+                      _PyPerfKind kind, uint64_t text_addr,
+                      _PyPerfLinesLayout *at)
+{
+    put_sections(w, nslots, slot_size, kind, text_addr, 0, at);
+}
+
+void
+_PyPerfLines_Fill(unsigned char *debug, _PyPerfLinesLayout *at,
+                  size_t upto)
+{
+    if (upto <= at->filled) {
+        return;
+    }
+    /* the unnamed slots' rows over the end of the sequence, then a new
+       end, and the unit's new length */
+    size_t start = at->rows + rows_at(at->filled, at->block);
+    _PyPerfBytes w = {debug + start, 0, at->end - start};
+    for (size_t i = at->filled; i < upto; i++) {
+        put_unnamed(&w, i, at);
+    }
+    put_end_sequence(&w);
+    assert(w.n <= w.cap);
+    at->filled = upto;
+    at->line_end = start + w.n;
+    unsigned char length[4];
+    _PyPerfBytes lw = {length, 0, sizeof(length)};
+    _PyPerfBytes_U32(&lw, (uint32_t)(at->line_end - at->line - 4));
+    memcpy(debug + at->line, length, sizeof(length));
 }
 
 void
@@ -298,6 +396,48 @@ _PyPerfLines_Name(unsigned char *debug, const _PyPerfLinesLayout *at,
            row, sizeof(row));
     memcpy(debug + at->files + (i + 1) * FILE_ENTRY_SIZE, file,
            sizeof(file));
+}
+
+void
+_PyPerfLines_Place(unsigned char *debug, const _PyPerfLinesLayout *at,
+                   uint64_t text_addr, uint64_t text_size)
+{
+    unsigned char range[16];
+    _PyPerfBytes w = {range, 0, sizeof(range)};
+    _PyPerfBytes_U64(&w, text_addr);
+    _PyPerfBytes_U64(&w, text_size);
+    /* (DW_AT_low_pc and DW_AT_high_pc, the address range's pair, and the
+       sequence's DW_LNE_set_address, which is the address alone) */
+    memcpy(debug + at->info_pc, range, sizeof(range));
+    memcpy(debug + at->aranges_pc, range, sizeof(range));
+    memcpy(debug + at->line_pc, range, sizeof(text_addr));
+}
+
+/* Slot i's block: its rows after its set_file. */
+static size_t
+block_at(const _PyPerfLinesLayout *at, size_t i)
+{
+    return at->rows + rows_at(i, at->block) + 1 + uleb_size(i + 1);
+}
+
+const unsigned char *
+_PyPerfLines_SlotRows(const unsigned char *debug,
+                      const _PyPerfLinesLayout *at, size_t i)
+{
+    return debug + block_at(at, i);
+}
+
+void
+_PyPerfLines_PutRows(unsigned char *debug, const _PyPerfLinesLayout *at,
+                     size_t i, const unsigned char *rows, uint32_t file_str)
+{
+    /* A block's rows are relative to its slot's start (each one ends by
+       advancing to the next slot), so the bytes are the same anywhere. */
+    memcpy(debug + block_at(at, i), rows, at->block);
+    unsigned char file[4];
+    _PyPerfBytes fw = {file, 0, sizeof(file)};
+    _PyPerfBytes_U32(&fw, file_str);
+    memcpy(debug + at->files + (i + 1) * FILE_ENTRY_SIZE, file, sizeof(file));
 }
 
 /* A row at `addr` (from the slot's start) of line `line`, after a row at

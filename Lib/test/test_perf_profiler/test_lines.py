@@ -1,10 +1,12 @@
 """-X perf_lines: the line each Python frame is on, in perf's own samples
 (perf record -g on the frame-pointer build, --call-graph dwarf on both),
-and in eu-stack's walk of a live process."""
+in eu-stack's walk of a live process, and in gdb's and lldb's
+backtraces."""
 
 import collections
 import os
 import re
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -22,8 +24,10 @@ from test.support.perf_helper import (
     requires_perf, requires_perf_inject_jit, run_and_forget, script_pid,
     stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
-from ._common import PerfTestCase, setUpModule, tearDownModule
+from ._common import (
+    PerfTestCase, noexec_tmp_command, setUpModule, tearDownModule)
 from .test_arena_files import ADDR2LINE, EU_ADDR2LINE, symbols
+from .test_debuggers import ptrace_problem
 
 
 HAVE_LINES = bool(sysconfig.get_config_var("PY_HAVE_PERF_LINES"))
@@ -700,6 +704,186 @@ class LinesElsewhereTests(PerfTestCase):
         self.assertIn("jit True", proc.stdout)
         self.assertIn("keyword only", proc.stdout)
         self.assertEqual(proc.stderr, "")
+
+def debugger_frames(text):
+    """The trampolines' frames of a gdb or lldb backtrace, innermost
+    first, as (qualname, line): the line the debugger gives the frame's
+    address ("at FILE:LINE"; None where it gives none).  gdb prints
+    "#7  0x00007f1f in py::f (/x/p.py:3) () at /x/p.py:12", lldb
+    "frame #6: 0x00007f1f JIT(0x7f1e)`py::f (/x/p.py:3) + 70 at
+    p.py:12"."""
+    frames = []
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:\*\s*)?(?:#\d+|frame #\d+:)\s+.*?"
+                     r"py::(\S+) \([^()]*:\d+\)(.*)$", line)
+        if m:
+            at = re.search(r" at \S+:(\d+)(?::\d+)?\s*$", m.group(2))
+            frames.append((m.group(1), int(at.group(1)) if at else None))
+    return frames
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LINES, NO_LINES)
+class LinesInDebuggersTests(unittest.TestCase):
+    """gdb's and lldb's backtraces give a line trampoline's two frames
+    their lines: the trampoline's the def line, the line record's the
+    line the function is on (the objects that Python/perf_debugger.c
+    registers carry the pads' rows)."""
+
+    def setUp(self):
+        problem = ptrace_problem()
+        if problem:
+            self.skipTest(problem)
+        self.tmp = self.enterContext(os_helper.temp_dir())
+        self.since = time.time() - 1
+
+    def assert_lines(self, text, want, source):
+        """Each function of `want` ({qualname: marker or line}) has its
+        two frames next to each other in the backtrace `text`: its
+        trampoline's at its def line, its line record's at the marker's
+        line."""
+        at = marker_lines(source)
+        defs = {m.group(1): n for n, l in enumerate(source.splitlines(), 1)
+                for m in [re.match(r"def (\w+)\(", l)] if m}
+        defs["<module>"] = 1
+        frames = debugger_frames(text)
+        for name, line in want.items():
+            line = at.get(line, line)
+            pairs = [(first[1], second[1])
+                     for first, second in zip(frames, frames[1:])
+                     if first[0] == second[0] == name]
+            self.assertIn((defs[name], line), pairs,
+                          f"{name} at line {line}:\n{text}")
+
+    def gdb(self, *args):
+        proc = subprocess.run(["gdb", "-nx", "-batch", *args],
+                              capture_output=True, text=True, timeout=600)
+        self.assertNotIn("Fatal signal", proc.stderr)
+        return proc.stdout + proc.stderr
+
+    def test_gdb_breakpoints(self):
+        # gdb runs the program of known lines and stops in C functions
+        # that a known line calls: sorted() from work(), sum() and sorted()
+        # from the generator, resumed at one line, then the other.
+        # ($_any_caller_matches looks at the frames from the caller on:
+        # the evaluator, then the trampoline.)
+        probe = self.gdb("-ex", "python print('PYTHON', 6 * 7)")
+        if "PYTHON 42" not in probe:
+            self.skipTest("gdb has no Python ($_any_caller_matches)")
+        script = make_script(self.tmp, "lines_program", PROGRAM)
+        stops = (("builtin_sorted", "work"), ("builtin_sum", "gen"),
+                 ("builtin_sorted", "gen"))
+        commands = ["-ex", "set breakpoint pending on"]
+        for n, (function, caller) in enumerate(stops):
+            commands += [
+                "-ex", "delete",
+                "-ex", f"break {function} if "
+                       f'$_any_caller_matches("^py::{caller} ", 3)',
+                "-ex", "run" if n == 0 else "continue",
+                "-ex", "echo STOP\\n", "-ex", "bt"]
+        out = self.gdb(*commands, "-ex", "kill", "--args", sys.executable,
+                       "-X", "perf_lines", script, "60")
+        for pid in re.findall(r"^PID (\d+)$", out, re.M):
+            forget_files(self, int(pid))
+        stopped = out.split("STOP\n")[1:]
+        self.assertEqual(len(stopped), 3, out[-3000:])
+        self.assert_lines(stopped[0], {"work": "CALL_SORTED",
+                                       "<module>": "CALL_WORK"}, PROGRAM)
+        self.assert_lines(stopped[1], {"gen": "GEN_A", "work": "CALL_GEN",
+                                       "<module>": "CALL_WORK"}, PROGRAM)
+        self.assert_lines(stopped[2], {"gen": "GEN_B", "work": "CALL_GEN",
+                                       "<module>": "CALL_WORK"}, PROGRAM)
+
+    def test_gdb_many_names(self):
+        # 300 functions named while gdb watches, each calling the next
+        # from the line after its def: their lines reach gdb from the
+        # arena's object (merged every 128 names) and from the recent
+        # names' object; the rows are the arena file's, or with /tmp
+        # mounted noexec (no file) written for the objects alone.
+        chain = ["import os, signal",
+                 "def g299():",
+                 "    os.kill(os.getpid(), signal.SIGINT)"]
+        for i in range(298, -1, -1):
+            chain += [f"def g{i}():", f"    g{i + 1}()"]
+        chain.append("g0()")
+        source = "\n".join(chain) + "\n"
+        want = {f"g{i}": 2 * (300 - i) + 1 for i in range(300)}
+        with self.subTest(arenas="files"):
+            script = make_script(self.tmp, "chain", source)
+            out = self.gdb("-ex", "run", "-ex", "bt", "-ex", "kill",
+                           "--args", sys.executable, "-X", "perf_lines",
+                           script)
+            for pid in re.findall(r"process (\d+)", out):
+                forget_files(self, int(pid))
+            self.assertIn("SIGINT", out)
+            self.assert_lines(out, want, source)
+        with self.subTest(arenas="anonymous"):
+            noexec_tmp = noexec_tmp_command(self)
+            for path in (os.path.realpath(sys.executable), os.getcwd()):
+                if path.startswith("/tmp/"):
+                    self.skipTest(f"{path} is under /tmp, which is mounted "
+                                  f"over")
+            where = self.enterContext(os_helper.temp_dir(
+                os.path.join(os.getcwd(), f"lines_{os.getpid()}")))
+            script = make_script(where, "chain", source)
+            proc = subprocess.run(
+                [*noexec_tmp, "gdb", "-nx", "-batch", "-ex", "run",
+                 "-ex", "bt", "-ex", "kill", "--args", sys.executable,
+                 "-X", "perf_lines", script],
+                capture_output=True, text=True, timeout=600)
+            out = proc.stdout + proc.stderr
+            self.assertIn("cannot map it executable", out)
+            self.assertIn("SIGINT", out)
+            self.assert_lines(out, want, source)
+
+    def test_attached(self):
+        # A program asleep at a known line, through a generator resumed at
+        # its second line: gdb and lldb attached, and gdb on its core.
+        source = textwrap.dedent("""\
+            import os, time
+            def gen():
+                yield 1
+                sleeper()                     # GEN_CALL
+                yield 2
+            def sleeper():
+                print("READY", flush=True)
+                time.sleep(120)               # SLEEP
+            def loop():
+                for x in gen():               # LOOP_GEN
+                    pass
+            def main():
+                n = 1
+                loop()                        # CALL_LOOP
+            print("PID", os.getpid(), flush=True)
+            main()                            # CALL_MAIN
+            """)
+        script = make_script(self.tmp, "sleeper", source)
+        want = {"sleeper": "SLEEP", "gen": "GEN_CALL", "loop": "LOOP_GEN",
+                "main": "CALL_LOOP", "<module>": "CALL_MAIN"}
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf_lines", script],
+            stdout=subprocess.PIPE, text=True, env=env_with())
+        forget_process(self, proc)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.assertEqual(script_pid(proc.stdout.readline()), proc.pid)
+        self.assertEqual(proc.stdout.readline().strip(), "READY")
+        core = os.path.join(self.tmp, "core")
+        out = self.gdb("-p", str(proc.pid), "-ex", "bt",
+                       "-ex", f"gcore {core}")
+        self.assert_lines(out, want, source)
+        if shutil.which("lldb") is not None:
+            with self.subTest(debugger="lldb"):
+                out = subprocess.run(
+                    ["lldb", "-b", "-p", str(proc.pid), "-o", "bt"],
+                    capture_output=True, text=True, timeout=300).stdout
+                self.assert_lines(out, want, source)
+        proc.kill()
+        with self.subTest(debugger="gdb, core file"):
+            self.assertTrue(os.path.exists(core))
+            out = self.gdb(sys.executable, core, "-ex", "bt")
+            self.assert_lines(out, want, source)
+
 
 if __name__ == "__main__":
     unittest.main()
