@@ -723,6 +723,18 @@ _PyPerfImage_Name(_PyPerfImage *img, size_t i, PyCodeObject *code,
         }
         _PyPerfLines_PutRows(r->mem + r->debug_off, &r->lines, k, rows,
                              put_string(r, name + file_at, file_len));
+        /* A debugger that attaches, or a core dump, reads the arena's
+           object as it is in memory, at any moment: its sections' sizes
+           must always hold what the line table refers to (the table's
+           length, the file names), while its symbols stay hidden. */
+        Elf64_Shdr *sh = section_headers(a);
+        sh[SEC_STRTAB].sh_size = a->strtab_used;
+        sh[SEC_LINE_STR].sh_size = a->strtab_used;
+        sh[SEC_LINE].sh_size = a->lines.line_end - a->lines.line;
+        if (a->registered >= 0) {
+            a->entry[a->registered].symfile_size = a->strtab_off
+                                                   + a->strtab_used;
+        }
     }
     img->named = i + 1;
     if (img->named == img->nslots || k + 1 == RECENT_MAX) {

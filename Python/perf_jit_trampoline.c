@@ -360,7 +360,12 @@ static int
 lay_out_entry(entry_layout *e, PyCodeObject *co, int lines)
 {
     e->name_len = _PyPerf_SymbolName(co, e->name, &e->file_at) + 1;
+#ifdef PY_HAVE_PERF_LINES
     e->lines = lines;
+#else
+    (void)lines;
+    e->lines = 0;
+#endif
     e->code_size = _PyPerf_CodeSize(_PyPerf_PLAIN);
     e->unwind = dump.unwind;
     e->unwind_size = dump.unwind_size;

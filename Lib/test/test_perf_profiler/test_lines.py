@@ -114,6 +114,7 @@ BUSY_PROGRAM = textwrap.dedent("""\
         t.start()
     child = os.fork()
     if child == 0:
+        print("CHILD", os.getpid(), flush=True)
         os._exit(0 if worker(end) > 0 else 1)
     ok = worker(end) > 0
     for t in threads:
@@ -307,6 +308,8 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
         self.assertEqual(proc.returncode, 0, proc.stderr)
         self.assertIn("done True", proc.stdout)
         self.forget_pid(script_pid(proc.stdout))
+        self.forget_pid(int(re.search(r"^CHILD (\d+)$", proc.stdout,
+                                      re.M).group(1)))
         self.assertNotIn("Warning", proc.stderr)
         text = self.perf_script(data, "-F", "pid,ip,sym,srcline")
         samples = [python_frames(s, script) for s in parse_srclines(text)]
@@ -839,13 +842,26 @@ class LinesInDebuggersTests(unittest.TestCase):
     def test_attached(self):
         # A program asleep at a known line, through a generator resumed at
         # its second line: gdb and lldb attached, and gdb on its core.
+        # Before it sleeps, hundreds of functions of a few sizes are named
+        # after those of its frames: their arenas' objects have merged
+        # since (every 128 names), and are read as they are in memory.
         source = textwrap.dedent("""\
             import os, time
             def gen():
                 yield 1
                 sleeper()                     # GEN_CALL
                 yield 2
+            def churn():
+                for size in (1, 8, 30, 60):
+                    body = "".join(f"    x{k} = {k}\\n" for k in range(size))
+                    src = "".join(f"def f{i}():\\n{body}    return 0\\n"
+                                  for i in range(300))
+                    ns = {}
+                    exec(compile(src, "churn", "exec"), ns)
+                    for i in range(300):
+                        ns[f"f{i}"]()
             def sleeper():
+                churn()
                 print("READY", flush=True)
                 time.sleep(120)               # SLEEP
             def loop():
