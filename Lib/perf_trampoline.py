@@ -72,8 +72,9 @@ def _add_live_parsers(sub):
     p = sub.add_parser("activate", help="turn the trampoline on: each "
                        "process writes its perf map or jitdump",
                        description="Turn the perf trampoline on in each "
-                       "process; prints one line per pid: the backend and "
-                       "the file that perf reads.", epilog=exit_status)
+                       "process; prints one line per pid: the backend, the "
+                       "file that perf reads, and '(lines on)' when the "
+                       "process has lines on.", epilog=exit_status)
     p.add_argument("--backend", choices=sorted(BACKEND_CODES),
                    default="perf",
                    help="perf: /tmp/perf-PID.map, for frame-pointer "
@@ -116,7 +117,8 @@ def _add_live_parsers(sub):
     p = sub.add_parser("status", help="show what is active (only reads)",
                        description="Show, for each process, whether it "
                        "takes requests, the active backend and its file, "
-                       "and any pending request.  Writes nothing.")
+                       "whether lines are on, and any pending request.  "
+                       "Writes nothing.")
     common(p, timeout=False)
     p.set_defaults(run=_run_status)
 
