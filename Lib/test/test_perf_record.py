@@ -352,10 +352,12 @@ class RecordTestCase(unittest.TestCase):
                if (caller, callee) == ("bar", "foo")]
         loop = {nested_line("    for i in range(n):"),
                 nested_line("        x += i")}
-        self.assertGreater(len(foo), 50)
+        # (record --duration is wall time: a loaded machine gives the
+        # target a part of it)
+        self.assertGreater(len(foo), 20)
         self.assertGreater(len([l for l in foo if l in loop]) / len(foo),
                            0.8, foo)
-        self.assertGreater(len(bar), 50)
+        self.assertGreater(len(bar), 20)
         self.assertGreater(bar.count(nested_line("    return foo(n)"))
                            / len(bar), 0.95, bar)
 
@@ -803,7 +805,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         # A process that runs perf without lines gets them for the
         # recording, and runs perf without them again after.
         proc, pid = self.start(NESTED_TARGET, "-X", "perf")
-        done = self.record("-o", self.name, "--pid", pid, "--duration", "1",
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "2",
                            "--lines")
         self.assert_recorded(done)
         self.assertIn(f"{pid}: perf {ph.map_path(pid)} (lines on) (lines "
@@ -818,7 +820,7 @@ class TestRecordPid(RecordTestCase, TargetMixin):
     @unittest.skipUnless(HAVE_LINES, NO_LINES)
     def test_lines_turned_on_from_off(self):
         proc, pid = self.start(NESTED_TARGET)
-        done = self.record("-o", self.name, "--pid", pid, "--duration", "1",
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "2",
                            "--lines")
         self.assert_recorded(done)
         self.assertIn(f"{pid}: perf {ph.map_path(pid)} (lines on) (turned "
