@@ -85,10 +85,9 @@ def _add_live_parsers(sub):
                        const=True, default=None,
                        help="with line trampolines: each Python frame in "
                             "perf's samples also carries the line it is on, "
-                            "as with -X perf_lines (the perf backend only; "
-                            "refused where the interpreter has no lines); "
-                            "functions already running keep the trampoline "
-                            "they have")
+                            "as with -X perf_lines (refused where the "
+                            "interpreter has no lines); functions already "
+                            "running keep the trampoline they have")
     lines.add_argument("--no-lines", dest="lines", action="store_const",
                        const=False,
                        help="without line trampolines.  Default: lines as "

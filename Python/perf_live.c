@@ -430,8 +430,8 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
     errno = 0;
     /* As sys.activate_stack_trampoline(name, lines=...) would, except
        that a request without a lines bit keeps them as they are (the
-       requests of older requesters).  Lines where they cannot be (this
-       build, perf_jit) are refused with the ValueError's text. */
+       requests of older requesters).  Lines where they cannot be (a
+       build without them) are refused with the ValueError's text. */
     int rc = _PyPerf_Activate(name, lines);
     if (rc == 1) {
         *error = errno;

@@ -998,23 +998,30 @@ class TestLines(TargetMixin, unittest.TestCase):
         self.assertEqual(self.block(pid).lines, 0)
         self.finish(proc)
 
-    def test_perf_jit_with_lines_is_refused(self):
-        # As sys refuses activate_stack_trampoline("perf_jit", lines=True):
-        # the process says why, and stays as it was.
+    def test_perf_jit_with_lines(self):
+        # As sys.activate_stack_trampoline("perf_jit", lines=True): the
+        # jitdump backend with line trampolines where the build has them,
+        # refused with the ValueError's text where it has not.
         proc, pid = self.start(BUSY)
         out, _, _ = requester("activate", "--backend", "perf_jit", "--lines",
                               pid)
-        self.assertEqual(out.returncode, 1, out.stderr)
-        self.assertEqual(out.stdout, "")
-        why = ("perf lines are available with the perf backend only, not "
-               "perf_jit" if HAVE_LINES
-               else "perf lines not available on this platform")
-        self.assertEqual(out.stderr.strip(), f"{pid}: refused: {why}")
         block = self.block(pid)
-        self.assertEqual((block.result, block.active, block.lines),
-                         (pt.RESULT_REFUSED, 0, 0))
-        self.assertFalse(self.ask_active(proc))
+        if HAVE_LINES:
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip(),
+                             f"{pid}: perf_jit {ph.jit_path(pid)} (lines on)")
+            self.assertEqual((block.active, block.lines), (2, 1))
+            self.assertTrue(self.ask_active(proc))
+        else:
+            self.assertEqual(out.returncode, 1, out.stderr)
+            self.assertEqual(out.stderr.strip(), f"{pid}: refused: perf "
+                             "lines not available on this platform")
+            self.assertEqual((block.result, block.active, block.lines),
+                             (pt.RESULT_REFUSED, 0, 0))
+            self.assertFalse(self.ask_active(proc))
         self.finish(proc)
+        if HAVE_LINES:
+            ph.read_jitdump(ph.jit_path(pid), pid)
 
     @unittest.skipIf(HAVE_LINES, "this build has lines")
     def test_refused_without_lines(self):
