@@ -35,7 +35,13 @@ is still set (a recomputation of the breaker by the process may have
 cleared the poke before it was seen).  Its request counts as served when
 served_id is its id and served_request its code (read again after
 served_id matched); if another requester overwrote it, it is sent up to
-twice more, then reported.  Writes go only into writable, non-executable data
+twice more, then reported.  An activation's code may carry
+REQ_LINES_ON or REQ_LINES_OFF (line trampolines on or off, as the
+`lines` argument of sys.activate_stack_trampoline(); without either the
+process keeps its lines as they are, which is what older requesters ask
+for); such a code goes only to blocks that have the `lines` field, which
+says whether the active backend has lines on.  Writes go only into
+writable, non-executable data
 of the object that holds the block (/proc/PID/mem would write into code
 too).  A process that does not run Python code before the timeout
 keeps the request pending and serves it when it next runs.
@@ -70,7 +76,7 @@ from _perf_remote import (CopiedBlock, LiveError, Memory, NoBlock,
                           ns_pid, printable, symbol_addresses)
 
 __all__ = ["LiveError", "ProcessGone", "NoBlock", "CopiedBlock", "Target",
-           "Outcome", "activate", "deactivate", "seal",
+           "Outcome", "activate", "activation_code", "deactivate", "seal",
            "request_all", "status", "children_of"]
 
 MAGIC = b"PyPerfL\0"
@@ -109,6 +115,9 @@ BLOCK_FIELDS = (
     # Blocks of 472 bytes and more:
     ("flags", "I"),             # FLAG_*: how the interpreter was built
     ("reserved4", "I"),
+    # Blocks of 480 bytes and more:
+    ("lines", "I"),             # 1: the active backend has lines on
+    ("reserved5", "I"),
 )
 _BLOCK_NAMES = [name for name, _ in BLOCK_FIELDS]
 
@@ -136,6 +145,11 @@ _BREAKER = struct.Struct("=i")
 STATE_STARTING, STATE_READY, STATE_DISABLED, STATE_FINALIZING = 0, 1, 2, 3
 STATE_NAMES = {0: "starting", 1: "ready", 2: "disabled", 3: "finalizing"}
 REQ_NONE, REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL = 0, 1, 2, 3, 4
+# ORed into REQ_PERF or REQ_PERF_JIT: line trampolines on, or off (without
+# either, the process keeps lines as they are).  Only blocks that have the
+# `lines` field take them; an older interpreter would answer
+# RESULT_UNKNOWN, so they are not sent there.
+REQ_LINES_ON, REQ_LINES_OFF, REQ_CODE_MASK = 0x100, 0x200, 0xff
 BACKEND_CODES = {"perf": REQ_PERF, "perf_jit": REQ_PERF_JIT}
 BACKEND_NAMES = {0: "none", 1: "perf", 2: "perf_jit"}
 RESULT_DONE, RESULT_NO_FILE, RESULT_REFUSED, RESULT_UNKNOWN = 0, 1, 2, 3
@@ -257,9 +271,16 @@ class Target:
         served = (block.served_request
                   if self.size >= FIELDS["reserved3"][0] else None)
         flags = block.flags if self.size >= FIELDS["reserved4"][0] else None
+        lines = block.lines if self.takes_lines() else None
         return block._replace(file=_cstr(block.file),
                               message=_cstr(block.message),
-                              served_request=served, flags=flags)
+                              served_request=served, flags=flags,
+                              lines=lines)
+
+    def takes_lines(self):
+        """Whether the block has the `lines` field, and its interpreter
+        the requests that turn lines on or off."""
+        return self.size >= FIELDS["reserved5"][0]
 
     def _checked_breaker(self):
         """The eval breaker's address, read anew, once it is known to lie
@@ -346,8 +367,15 @@ class Outcome:
         return "Outcome(%d, %r, %r)" % (self.pid, self.ok, self.text)
 
 
+def _lines_text(snap):
+    """What the lines of `snap`'s active backend add to its line."""
+    return " (lines on)" if snap.active and snap.lines else ""
+
+
 def _describe(pid, code, snap):
     result = snap.result
+    lines_bits = code & ~REQ_CODE_MASK
+    code &= REQ_CODE_MASK
     backend = BACKEND_NAMES.get(code, "none")
     if result == RESULT_DONE:
         if code == REQ_DEACTIVATE:
@@ -358,14 +386,15 @@ def _describe(pid, code, snap):
         if snap.active == code == REQ_PERF and not path:
             return True, ("%d: %s on without a map (/tmp/perf-%d.map is "
                           "not its own): named by its trampoline files "
-                          "alone" % (pid, backend, snap.pid))
+                          "alone%s" % (pid, backend, snap.pid,
+                                       _lines_text(snap)))
         if snap.active != code or not path:
             # The process changed its state again before the block was
             # read (its own code, or its exit): the file it opened is
             # still the one its pid names.
             path = (("/tmp/perf-%d.map" if code == REQ_PERF
                      else "/tmp/jit-%d.dump") % snap.pid)
-        return True, "%d: %s %s" % (pid, backend, path)
+        return True, "%d: %s %s%s" % (pid, backend, path, _lines_text(snap))
     if result == RESULT_NO_FILE:
         why = os.strerror(snap.error) if snap.error else "no errno"
         state = ("%s active, but" % backend if snap.active == code
@@ -374,6 +403,9 @@ def _describe(pid, code, snap):
                        "process's stderr says more)" % (pid, state, why))
     if result == RESULT_REFUSED:
         return False, "%d: refused: %s" % (pid, snap.message or "no reason")
+    if result == RESULT_UNKNOWN and lines_bits:
+        return False, ("%d: the process does not take requests for lines "
+                       "(an interpreter older than them)" % pid)
     if result == RESULT_UNKNOWN:
         return False, "%d: the process did not know request %d" % (pid, code)
     return False, "%d: unknown result %d" % (pid, result)
@@ -394,6 +426,12 @@ class _Request:
             self.target = Target(pid, deadline=deadline)
         except LiveError as exc:
             self._end(False, "%d: %s" % (pid, exc), error=exc)
+            return
+        if code & ~REQ_CODE_MASK and not self.target.takes_lines():
+            # It would answer "unknown request": say why, write nothing.
+            self._end(False, "%d: the process does not take requests for "
+                      "lines (an interpreter older than them); nothing "
+                      "was sent" % pid)
             return
         self.step()
 
@@ -457,7 +495,10 @@ class _Request:
         if self.code == REQ_SEAL:
             # (a seal leaves nothing in the block to see)
             return False
-        return snap.active == self.code
+        lines = self.code & ~REQ_CODE_MASK
+        if lines and snap.lines != (lines == REQ_LINES_ON):
+            return False
+        return snap.active == self.code & REQ_CODE_MASK
 
     def _replaced(self, snap):
         """Another requester's request took the place of ours."""
@@ -534,10 +575,20 @@ def request(pid, code, timeout=DEFAULT_TIMEOUT):
     return request_all([pid], code, timeout)[0]
 
 
-def activate(pid, backend="perf", timeout=DEFAULT_TIMEOUT):
+def activation_code(backend="perf", lines=None):
+    """The request code that turns `backend` on: with line trampolines
+    when `lines` is true, without them when it is false, and with lines as
+    the process has them when it is None."""
     if backend not in BACKEND_CODES:
         raise ValueError("unknown backend %r" % (backend,))
-    return request(pid, BACKEND_CODES[backend], timeout)
+    code = BACKEND_CODES[backend]
+    if lines is not None:
+        code |= REQ_LINES_ON if lines else REQ_LINES_OFF
+    return code
+
+
+def activate(pid, backend="perf", timeout=DEFAULT_TIMEOUT, lines=None):
+    return request(pid, activation_code(backend, lines), timeout)
 
 
 def deactivate(pid, timeout=DEFAULT_TIMEOUT):
@@ -565,10 +616,17 @@ def status(pid):
         words.append(snap.file)
     elif snap.active == REQ_PERF:
         words.append("(no map: named by its trampoline files alone)")
+    if snap.active and snap.lines:
+        words.append("(lines on)")
     req = snap.request
-    if req in (REQ_PERF, REQ_PERF_JIT, REQ_DEACTIVATE, REQ_SEAL):
-        words.append("(request %s pending)" % (
-            {1: "perf", 2: "perf_jit", 3: "deactivate", 4: "seal"}[req]))
+    base, lines = req & REQ_CODE_MASK, req & ~REQ_CODE_MASK
+    if base in (REQ_PERF, REQ_PERF_JIT) and lines in (0, REQ_LINES_ON,
+                                                      REQ_LINES_OFF) \
+            or req in (REQ_DEACTIVATE, REQ_SEAL):
+        words.append("(request %s%s pending)" % (
+            {1: "perf", 2: "perf_jit", 3: "deactivate", 4: "seal"}[base],
+            {0: "", REQ_LINES_ON: " with lines",
+             REQ_LINES_OFF: " without lines"}[lines]))
     elif req != REQ_NONE:
         words.append("(unknown request code %d in the block)" % req)
     if snap.state == STATE_DISABLED:

@@ -3,6 +3,7 @@ to a profile whose Python functions are named, in one command.
 
     python -m perf_trampoline record [-o NAME] [--python [--no-lines]]
                                      [--flamegraph] [--template FILE]
+                                     [--lines]
                                      [--call-graph {fp,dwarf}] [-F HZ]
                                      (--pid PID [--children] [--duration S]
                                       | -- COMMAND [ARG...])
@@ -52,7 +53,10 @@ says what to do (RecordError; never a traceback):
    through live activation (perf_trampoline.request_all()) when
    perf_trampoline.status() shows the trampoline off; a request left
    pending (an idle process serves it when it next runs Python code) is
-   fine.  Whatever record turned on it turns off again when perf has
+   fine.  With --lines, a command also gets PYTHON_PERF_LINES=1, and a
+   process is asked for line trampolines: one that was off is turned on
+   with lines, one that runs a backend without lines gets them for the
+   recording.  Whatever record turned on it turns off again when perf has
    stopped, whatever stopped it (the duration, a signal, the target's
    exit, a failure of perf): the restore runs in a `finally`.  A process
    that one of those forked meanwhile (a pre-fork server replacing a
@@ -248,7 +252,7 @@ def add_parser(sub):
         "record", help="record a command or a running process with perf, "
         "its Python functions named",
         usage="python -m perf_trampoline record [-o NAME] [--python "
-              "[--no-lines]] [--flamegraph] [--template FILE] "
+              "[--no-lines]] [--flamegraph] [--template FILE] [--lines] "
               "[--call-graph {fp,dwarf}] "
               "[-F HZ] (--pid PID [--children] [--duration S] | "
               "-- COMMAND [ARG...])",
@@ -281,6 +285,13 @@ def add_parser(sub):
                    help="with --flamegraph: the d3-flamegraph-base.html "
                         "to fill (default: $PERF_FLAMEGRAPH_TEMPLATE, or "
                         "where perf looks for it)")
+    p.add_argument("--lines", dest="record_lines", action="store_true",
+                   help="each Python frame also carries the line it is on "
+                        "(perf script -F +srcline, perf report --sort "
+                        "sym,srcline): a command runs with "
+                        "PYTHON_PERF_LINES=1; a process gets line "
+                        "trampolines for the recording (functions already "
+                        "running keep the trampoline they have)")
     p.add_argument("--call-graph", choices=sorted(CALL_GRAPH_OPTIONS),
                    dest="call_graph",
                    help="fp: perf's -g (frame pointers); dwarf: "
@@ -758,7 +769,7 @@ class _Targets:
     they run as, and `known`: the pid and all its descendants now
     (those that _restore() must leave as they are)."""
 
-    def __init__(self, pid, children):
+    def __init__(self, pid, children, lines=False):
         pt = _perf_live
         if not os.path.exists("/proc/%d" % pid):
             raise RecordError("process %d does not exist: give the pid of "
@@ -769,6 +780,9 @@ class _Targets:
         self.interpreters = []
         self.others = []
         self.to_activate = []
+        # (with --lines: those that run a backend without lines, to have
+        # them for the recording: {backend name: pids})
+        self.to_add_lines = {}
         self.uids = set()
         asked = {}
         gone = []
@@ -834,23 +848,27 @@ class _Targets:
                      % (p, why.split(": ", 1)[-1]))
             elif snap.active == 0:
                 self.to_activate.append(p)
+            elif lines and not snap.lines:
+                backend = pt.BACKEND_NAMES.get(snap.active, "perf")
+                self.to_add_lines.setdefault(backend, []).append(p)
             if interp not in self.interpreters:
                 self.interpreters.append(interp)
         self.pids = [p for p in self.pids if p not in gone]
 
 
-def _activate(pids):
-    """Turn the trampoline on in `pids`: (the pids it reached, on or with
-    the request pending; the Outcome of the first that refused, or
-    None)."""
+def _activate(pids, lines=False, what="turned on", backend="perf"):
+    """Turn the trampoline on in `pids` (`backend`), with lines if
+    `lines`: (the pids it reached, on or with the request pending; the
+    Outcome of the first that refused, or None)."""
     if not pids:
         return [], None
     pt = _perf_live
+    code = pt.activation_code(backend, True if lines else None)
     reached, failed = [], []
-    for out in pt.request_all(pids, pt.REQ_PERF, REQUEST_TIMEOUT):
+    for out in pt.request_all(pids, code, REQUEST_TIMEOUT):
         if out.ok:
             reached.append(out.pid)
-            note("%s (turned on; off again after the recording)" % out.text)
+            note("%s (%s; off again after the recording)" % (out.text, what))
         elif out.pending:
             reached.append(out.pid)
             note(out.text)
@@ -909,23 +927,28 @@ def _seal(pids):
             note("could not seal the trampoline files: %s" % out.text)
 
 
-def _restore(pids, known=()):
+def _restore(pids, known=(), lines_only=False, backend="perf"):
     """Turn the trampoline off again in `pids` (those _activate() turned
     on) and in the processes they started meanwhile (started_since(pids,
-    known)); a process that has exited meanwhile needs nothing."""
+    known)); a process that has exited meanwhile needs nothing.  With
+    `lines_only`, `pids` are those that ran `backend` without lines
+    before: they keep it, without lines again."""
     if not pids:
         return
     pt = _perf_live
     started = started_since(pids, known)
-    for out in pt.request_all(list(pids) + started, pt.REQ_DEACTIVATE,
-                              REQUEST_TIMEOUT):
+    if lines_only:
+        code, what = pt.activation_code(backend, False), "lines"
+    else:
+        code, what = pt.REQ_DEACTIVATE, "trampoline"
+    for out in pt.request_all(list(pids) + started, code, REQUEST_TIMEOUT):
         if out.ok or out.pending:
-            note("%d: trampoline off%s%s"
-                 % (out.pid, (" (started during the recording)"
-                              if out.pid in started else " again"),
+            note("%d: %s off%s%s"
+                 % (out.pid, what, (" (started during the recording)"
+                                    if out.pid in started else " again"),
                     " (requested)" if out.pending else ""))
         elif pt.exists(out.pid):
-            note("could not turn the trampoline off again: %s" % out.text)
+            note("could not turn the %s off again: %s" % (what, out.text))
 
 
 class _Maps(object):
@@ -1352,6 +1375,8 @@ def _record_command(perf, args, command, outputs, signals):
            + ["--"] + command)
     env = dict(os.environ)
     env["PYTHONPERFSUPPORT"] = "1"
+    if args.record_lines:
+        env["PYTHON_PERF_LINES"] = "1"
     # The trampoline files a long run replaces stay until perf has copied
     # them (--buildid-all) when the recording ends.
     env.setdefault("PYTHON_PERF_TMP_LIMIT", "unlimited")
@@ -1370,7 +1395,7 @@ def _record_pids(perf, args, outputs, signals):
     """perf record -p of --pid [--children], the trampoline turned on for
     the recording where it was off.  Returns (perf script's --force, what
     no sample means)."""
-    targets = _Targets(args.pid, args.children)
+    targets = _Targets(args.pid, args.children, args.record_lines)
     data = outputs.staged("data")
     cmd = (_perf_record_cmd(perf, args, targets.interpreters, targets.others,
                             data)
@@ -1384,6 +1409,8 @@ def _record_pids(perf, args, outputs, signals):
     # (all of them until _activate() has said which it reached: a signal
     # may come while the requests are out)
     turned_on = list(targets.to_activate)
+    # {backend: pids}, as for turned_on
+    lines_on = dict(targets.to_add_lines)
     maps = _Maps()
 
     def before_stop():
@@ -1397,7 +1424,14 @@ def _record_pids(perf, args, outputs, signals):
         maps.hold(pids)
 
     try:
-        turned_on, refused = _activate(targets.to_activate)
+        turned_on, refused = _activate(targets.to_activate,
+                                       args.record_lines)
+        for backend, pids in sorted(targets.to_add_lines.items()):
+            if refused is None:
+                lines_on[backend], refused = _activate(
+                    pids, True, "lines turned on", backend)
+            else:
+                lines_on[backend] = []
         if refused is not None:
             raise RecordError("cannot turn the trampoline on: %s"
                               % refused.text)
@@ -1414,6 +1448,9 @@ def _record_pids(perf, args, outputs, signals):
         previous, signals.mode = signals.mode, "ignore"
         try:
             _restore(turned_on, targets.known)
+            for backend, pids in sorted(lines_on.items()):
+                _restore(pids, targets.known, lines_only=True,
+                         backend=backend)
         finally:
             maps.close()
             signals.mode = previous

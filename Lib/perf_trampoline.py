@@ -1,6 +1,7 @@
 """Turn the perf trampoline on or off in running Python processes.
 
     python -m perf_trampoline activate [--backend perf|perf_jit]
+                                       [--lines | --no-lines]
                                        [--children] [--wait] [--timeout S]
                                        PID...
     python -m perf_trampoline deactivate [--children] [--wait]
@@ -25,7 +26,7 @@ import _perf_live
 from _perf_live import *  # noqa: F401,F403 (the public names)
 from _perf_live import (BACKEND_CODES, CLI_TIMEOUT, EXIT_PENDING,
                         REQ_DEACTIVATE, REQ_SEAL, WAIT_TIMEOUT, _seconds,
-                        children_of, request_all, status)
+                        activation_code, children_of, request_all, status)
 
 __all__ = _perf_live.__all__ + ["main"]
 
@@ -71,13 +72,27 @@ def _add_live_parsers(sub):
     p = sub.add_parser("activate", help="turn the trampoline on: each "
                        "process writes its perf map or jitdump",
                        description="Turn the perf trampoline on in each "
-                       "process; prints one line per pid: the backend and "
-                       "the file that perf reads.", epilog=exit_status)
+                       "process; prints one line per pid: the backend, the "
+                       "file that perf reads, and '(lines on)' when the "
+                       "process has lines on.", epilog=exit_status)
     p.add_argument("--backend", choices=sorted(BACKEND_CODES),
                    default="perf",
                    help="perf: /tmp/perf-PID.map, for frame-pointer "
                         "unwinding (default); perf_jit: /tmp/jit-PID.dump, "
                         "for --call-graph dwarf and perf inject --jit")
+    lines = p.add_mutually_exclusive_group()
+    lines.add_argument("--lines", dest="lines", action="store_const",
+                       const=True, default=None,
+                       help="with line trampolines: each Python frame in "
+                            "perf's samples also carries the line it is on, "
+                            "as with -X perf_lines (refused where the "
+                            "interpreter has no lines); functions already "
+                            "running keep the trampoline they have")
+    lines.add_argument("--no-lines", dest="lines", action="store_const",
+                       const=False,
+                       help="without line trampolines.  Default: lines as "
+                            "the process has them (off if the trampoline "
+                            "was off)")
     common(p)
     p.set_defaults(run=_run_request)
     p = sub.add_parser("deactivate", help="turn the trampoline off",
@@ -101,7 +116,8 @@ def _add_live_parsers(sub):
     p = sub.add_parser("status", help="show what is active (only reads)",
                        description="Show, for each process, whether it "
                        "takes requests, the active backend and its file, "
-                       "and any pending request.  Writes nothing.")
+                       "whether lines are on, and any pending request.  "
+                       "Writes nothing.")
     common(p, timeout=False)
     p.set_defaults(run=_run_status)
 
@@ -121,7 +137,7 @@ def _run_request(args):
     if getattr(args, "seal", False):
         code = REQ_SEAL
     elif args.backend:
-        code = BACKEND_CODES[args.backend]
+        code = activation_code(args.backend, args.lines)
     else:
         code = REQ_DEACTIVATE
     timeout = args.timeout

@@ -360,8 +360,9 @@ mark_running(void)
 
 /* Describe every live trampoline the backend has not seen yet.  One that
    sits closer to its neighbours than this backend needs (made for another
-   one) is replaced: its code object gets a new trampoline for its next
-   calls.  Frames running in the old one finish there, so it is described
+   one), or is not of the kind the backend now makes (lines turned on or
+   off since it was made; seen or not), is replaced: its code object gets
+   a new trampoline for its next calls.  Frames running in the old one finish there, so it is described
    too, as it is: its neighbours never run again, unless they are running
    too, and then their description cuts off the end of this one (where
    the jitdump's unwind table is: DWARF unwinding stops there, as it would
@@ -380,15 +381,21 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
             char *tramp = a->start + i * a->slot_size;
             int running = info->running;
             info->running = 0;
-            if (rc < 0 || info->code == NULL || is_described(info, bit)) {
+            if (rc < 0 || info->code == NULL) {
                 continue;
             }
+            int described = is_described(info, bit);
             size_t slot_size;
             _PyPerfKind kind = slot_shape(st, info->code, &slot_size);
-            if (a->kind != kind || a->slot_size < slot_size
-                || (kind == _PyPerf_LINES && a->slot_size != slot_size))
-            {
-                if (running && write_slot_record(st, tramp, info, bit) < 0) {
+            int fits = a->kind == kind && a->slot_size >= slot_size
+                       && (kind != _PyPerf_LINES || a->slot_size == slot_size);
+            if (fits && described) {
+                continue;
+            }
+            if (!fits) {
+                if (running && !described
+                    && write_slot_record(st, tramp, info, bit) < 0)
+                {
                     rc = -1;
                     continue;
                 }
@@ -399,7 +406,9 @@ _PyPerfCode_DescribeAll(_PyPerfBackendState *st)
                     info = moved;
                     tramp = new_tramp;
                 }
-                else if (running) {
+                else if (running || described) {
+                    /* (it keeps the one it has: described already, or
+                       left for the next activation) */
                     continue;
                 }
             }

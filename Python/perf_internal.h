@@ -775,6 +775,9 @@ extern int _PyPerf_Activate(const char *name, int lines);
 extern void _PyPerf_Deactivate(void);
 /* The active backend, or NULL. */
 extern const _PyPerfBackend *_PyPerf_Active(void);
+/* Does the active backend give new calls line trampolines (0 when none
+   is active)? */
+extern int _PyPerf_ActiveLines(void);
 /* Does the active backend write its file (not on without one: see
    _PyPerfBackendState.elsewhere)? */
 extern int _PyPerf_ActiveHasFile(void);

@@ -4,8 +4,9 @@
  *
  * `python -m perf_trampoline activate PID` (Lib/perf_trampoline.py) has
  * the process PID do what sys.activate_stack_trampoline(backend) would do
- * if the program called it itself: in its main interpreter, with the GIL
- * held, between two bytecodes.  The requester needs no debugger and the
+ * if the program called it itself (with --lines, lines=True; with
+ * --no-lines, lines=False): in its main interpreter, with the GIL held,
+ * between two bytecodes.  The requester needs no debugger and the
  * process no thread of its own for it: it writes a request into a control
  * block of this file, through /proc/PID/mem (the permission of a ptrace
  * attach), and sets the main interpreter's eval breaker, which the
@@ -24,9 +25,9 @@
  *     off  type      field         meaning
  *     0    char[8]   magic         "PyPerfL\0"
  *     8    uint32    version       1
- *     12   uint32    size          sizeof the block (472; 456 before
+ *     12   uint32    size          sizeof the block (480; 456 before
  *                                  served_request was added, 464 before
- *                                  flags)
+ *                                  flags, 472 before lines)
  *     16   uint64    eval_breaker  address of the main interpreter's
  *                                  ceval.eval_breaker (an int32); 0 while
  *                                  not ready, disabled or finalizing
@@ -43,6 +44,9 @@
  *                                  file that still takes names (its
  *                                  build-id final: a recording that ends
  *                                  while the process runs caches it);
+ *                                  codes 1 and 2 ORed with 0x100 turn
+ *                                  line trampolines on, with 0x200 off
+ *                                  (without either: lines as they are);
  *                                  cleared when served
  *     36   uint32    (reserved)
  *     40   uint64    request_id    set by the requester before `request`:
@@ -70,6 +74,10 @@
  *                                  container, it may not run on the host)
  *                                  (blocks of 472 bytes and more)
  *     468  uint32    (reserved)
+ *     472  uint32    lines         1 while the active backend gives new
+ *                                  calls line trampolines, else 0
+ *                                  (blocks of 480 bytes and more)
+ *     476  uint32    (reserved)
  *
  * Fields may be added at the end only (`size` grows, `version` stays).
  * `active` and `file` stay current whatever changes the backend (the sys
@@ -148,7 +156,8 @@ LAYOUT(file, 72);
 LAYOUT(message, 328);
 LAYOUT(served_request, 456);
 LAYOUT(flags, 464);
-_Static_assert(sizeof(_PyPerfLiveBlock) == 472,
+LAYOUT(lines, 472);
+_Static_assert(sizeof(_PyPerfLiveBlock) == 480,
               "_PyPerfLiveBlock changed size");
 _Static_assert(sizeof(((PyInterpreterState *)0)->ceval.eval_breaker) == 4,
               "the requester writes an int32 into eval_breaker");
@@ -231,8 +240,10 @@ publish_active(void)
     const _PyPerfBackend *be = _PyPerf_Active();
     char file[sizeof(b->file)] = "";
     uint32_t active = 0;
+    uint32_t lines = 0;
     if (be != NULL) {
         active = be == &_PyPerf_JitDumpBackend ? 2 : 1;
+        lines = _PyPerf_ActiveLines() ? 1 : 0;
     }
     if (be != NULL && _PyPerf_ActiveHasFile()) {
         /* As Python/perf_file.c names it: the file is opened by this
@@ -245,6 +256,7 @@ publish_active(void)
     b->active = 0;
     STORE_FENCE();
     put_field(b->file, sizeof(b->file), file);
+    b->lines = lines;
     STORE_FENCE();
     b->active = active;
 }
@@ -342,13 +354,37 @@ take_exception(PyThreadState *tstate, char *buf, size_t size)
     _PyErr_Clear(tstate);
 }
 
+/* The lines that activation `request` asks for, as _PyPerf_Activate()
+   takes them: 1 on, 0 off, -1 as they are; -2 for a code that is not one
+   we know (a lines bit on another request, both bits, other bits). */
+static int
+lines_asked(uint32_t request)
+{
+    uint32_t code = request & _PyPerfLive_CODE_MASK;
+    uint32_t bits = request & ~(uint32_t)_PyPerfLive_CODE_MASK;
+    if (bits == 0) {
+        return -1;
+    }
+    if (code != _PyPerfLive_ACTIVATE_PERF
+        && code != _PyPerfLive_ACTIVATE_PERF_JIT)
+    {
+        return -2;
+    }
+    return bits == _PyPerfLive_LINES_ON ? 1
+           : bits == _PyPerfLive_LINES_OFF ? 0 : -2;
+}
+
 /* Carry out `request`: its result code, with *error (an errno) or
    `message` (room for `size` bytes) saying why it failed. */
 static int
 carry_out(PyThreadState *tstate, uint32_t request, int *error,
           char *message, size_t size)
 {
-    if (request < _PyPerfLive_ACTIVATE_PERF || request > _PyPerfLive_SEAL) {
+    int lines = lines_asked(request);
+    uint32_t code = request & _PyPerfLive_CODE_MASK;
+    if (code < _PyPerfLive_ACTIVATE_PERF || code > _PyPerfLive_SEAL
+        || lines == -2)
+    {
         PyOS_snprintf(message, size, "unknown request code %lu",
                       (unsigned long)request);
         return _PyPerfLive_UNKNOWN;
@@ -365,9 +401,9 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
     /* An audit hook may refuse: it sees what is asked before anything
        is done. */
     if (PySys_Audit("cpython.perf_trampoline.live_request", "s",
-                    request == _PyPerfLive_DEACTIVATE ? "deactivate"
-                    : request == _PyPerfLive_SEAL ? "seal"
-                    : request == _PyPerfLive_ACTIVATE_PERF_JIT ? "perf_jit"
+                    code == _PyPerfLive_DEACTIVATE ? "deactivate"
+                    : code == _PyPerfLive_SEAL ? "seal"
+                    : code == _PyPerfLive_ACTIVATE_PERF_JIT ? "perf_jit"
                     : "perf") < 0)
     {
         /* A Ctrl-C that came while the hook ran is the program's: it is
@@ -380,20 +416,23 @@ carry_out(PyThreadState *tstate, uint32_t request, int *error,
         return _PyPerfLive_REFUSED;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    if (request == _PyPerfLive_DEACTIVATE) {
+    if (code == _PyPerfLive_DEACTIVATE) {
         _PyPerf_Deactivate();
         _PyPerf_WarnLostRecords();
         return _PyPerfLive_DONE;
     }
-    if (request == _PyPerfLive_SEAL) {
+    if (code == _PyPerfLive_SEAL) {
         (void)_PyPerf_SealFiles();
         return _PyPerfLive_DONE;
     }
-    const char *name = request == _PyPerfLive_ACTIVATE_PERF_JIT
+    const char *name = code == _PyPerfLive_ACTIVATE_PERF_JIT
                        ? "perf_jit" : "perf";
     errno = 0;
-    /* (lines as they are: a request cannot ask for them yet) */
-    int rc = _PyPerf_Activate(name, -1);
+    /* As sys.activate_stack_trampoline(name, lines=...) would, except
+       that a request without a lines bit keeps them as they are (the
+       requests of older requesters).  Lines where they cannot be (a
+       build without them) are refused with the ValueError's text. */
+    int rc = _PyPerf_Activate(name, lines);
     if (rc == 1) {
         *error = errno;
         return _PyPerfLive_NO_FILE;

@@ -672,6 +672,12 @@ _PyPerf_Active(void)
     return core.active != NULL ? core.active->backend : NULL;
 }
 
+int
+_PyPerf_ActiveLines(void)
+{
+    return core.active != NULL && core.active->lines;
+}
+
 void
 _PyPerf_AllowActivation(void)
 {

@@ -34,6 +34,12 @@ extern "C" {
 #define _PyPerfLive_ACTIVATE_PERF_JIT 2
 #define _PyPerfLive_DEACTIVATE 3
 #define _PyPerfLive_SEAL 4
+/* An activation's code ORed with one of these (blocks of 480 bytes and
+   more) also turns line trampolines on or off; without either, lines stay
+   as they are.  An older interpreter answers such a code with result 3. */
+#define _PyPerfLive_LINES_ON 0x100
+#define _PyPerfLive_LINES_OFF 0x200
+#define _PyPerfLive_CODE_MASK 0xff
 /* result */
 #define _PyPerfLive_DONE 0
 #define _PyPerfLive_NO_FILE 1
@@ -69,7 +75,9 @@ typedef struct {
     uint32_t reserved3;                 /* 460 */
     uint32_t flags;                     /* 464 */
     uint32_t reserved4;                 /* 468 */
-} _PyPerfLiveBlock;                     /* 472 bytes */
+    volatile uint32_t lines;            /* 472 */
+    uint32_t reserved5;                 /* 476 */
+} _PyPerfLiveBlock;                     /* 480 bytes */
 
 /* Exported (the dynamic symbol table of python and of libpython), so that
    a requester finds it by name in the mapped file. */

@@ -32,6 +32,7 @@ if not sys.platform.startswith("linux"):
 
 import _perf_live as pt
 import perf_trampoline
+from test.test_perf_profiler.test_arena_files import symbols
 
 # configure --without-remote-debug leaves the control block out: the
 # tests that need it check then that the requester says so instead.  The
@@ -41,6 +42,10 @@ CONFIGURED_WITHOUT = "--without-remote-debug" in (
     sysconfig.get_config_var("CONFIG_ARGS") or "")
 HAVE_LIVE = not CONFIGURED_WITHOUT
 NO_LIVE = "configured --without-remote-debug: no control block"
+# Line trampolines (-X perf_lines): x86-64 builds with the second
+# evaluator.
+HAVE_LINES = bool(sysconfig.get_config_var("PY_HAVE_PERF_LINES"))
+NO_LINES = "no line trampoline on this platform (PY_HAVE_PERF_LINES)"
 STOCK_311 = "/usr/bin/python3.11"
 NOBODY = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
 try:
@@ -127,9 +132,12 @@ class TargetMixin:
     def setUp(self):
         self.since = time.time() - 1
 
-    def start(self, code, *xargs, env=None, prefix=(), python=None):
-        """Start a target; returns (Popen, pid) once it printed READY."""
-        cmd = [*prefix, python or sys.executable, *xargs, "-c", code]
+    def start(self, code, *xargs, env=None, prefix=(), python=None,
+              script=None):
+        """Start a target (`code`, or the file `script` if given); returns
+        (Popen, pid) once it printed READY."""
+        cmd = [*prefix, python or sys.executable, *xargs,
+               *((script,) if script else ("-c", code))]
         proc = subprocess.Popen(cmd, stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True,
@@ -920,6 +928,165 @@ class TestRequests(TargetMixin, unittest.TestCase):
         self.assertEqual(proc.returncode, 0, err)
         self.assertEqual(stdout.splitlines(), ["CHILD-ACTIVE False",
                                                "PARENT-ACTIVE True"])
+
+
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+class TestLines(TargetMixin, unittest.TestCase):
+    """activate --lines / --no-lines: line trampolines asked for from
+    outside, as sys.activate_stack_trampoline(backend, lines=...) asks for
+    them inside (the samples are test_perf_live_perf's)."""
+
+    def activate(self, pid, *options):
+        out, _, _ = requester("activate", *options, pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        return out.stdout.strip()
+
+    def trampoline_sizes(self, pid, function):
+        """The sizes of the symbols of `function` in the trampoline files
+        of `pid` (ended): 64 bytes or more for a line trampoline (it
+        covers its pads), 16 or less for a plain one."""
+        return {size for path in ph.arena_paths(pid, self.since)
+                for name, (_, size) in symbols(path).items()
+                if name.startswith(f"py::{function}:")}
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_on_kept_and_off(self):
+        proc, pid = self.start(BUSY)
+        lines_on = f"{pid}: perf {ph.map_path(pid)} (lines on)"
+        self.assertEqual(self.activate(pid, "--lines"), lines_on)
+        self.assertTrue(self.ask_active(proc))
+        block = self.block(pid)
+        self.assertEqual((block.active, block.lines), (1, 1))
+        self.assertEqual(block.served_request, pt.REQ_PERF | pt.REQ_LINES_ON)
+        out, _, _ = requester("status", pid)
+        self.assertIn(f"{pid}: ready active perf {ph.map_path(pid)} "
+                      "(lines on)", out.stdout)
+        # A request without a lines bit (what older requesters send)
+        # keeps them.
+        self.assertEqual(self.activate(pid), lines_on)
+        self.assertEqual(self.block(pid).lines, 1)
+        self.assertEqual(self.activate(pid, "--no-lines"),
+                         f"{pid}: perf {ph.map_path(pid)}")
+        self.assertEqual(self.block(pid).lines, 0)
+        out, _, _ = requester("status", pid)
+        self.assertNotIn("lines", out.stdout)
+        self.assertTrue(self.ask_active(proc))
+        self.assertEqual(self.activate(pid, "--lines"), lines_on)
+        out, _, _ = requester("deactivate", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        block = self.block(pid)
+        self.assertEqual((block.active, block.lines), (0, 0))
+        self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+        # hot_function was called under each: a line trampoline, then a
+        # plain one after --no-lines.
+        sizes = self.trampoline_sizes(pid, "hot_function")
+        self.assertTrue([s for s in sizes if s >= 64], sizes)
+        self.assertTrue([s for s in sizes if s < 64], sizes)
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_lines_of_a_process_started_with_them(self):
+        proc, pid = self.start(BUSY, "-X", "perf_lines")
+        out, _, _ = requester("status", pid)
+        self.assertIn("(lines on)", out.stdout)
+        # as sys.activate_stack_trampoline("perf_jit") would: without them
+        out, _, _ = requester("activate", "--backend", "perf_jit", pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        self.assertEqual(out.stdout.strip(),
+                         f"{pid}: perf_jit {ph.jit_path(pid)}")
+        self.assertEqual(self.block(pid).lines, 0)
+        self.finish(proc)
+
+    def test_perf_jit_with_lines(self):
+        # As sys.activate_stack_trampoline("perf_jit", lines=True): the
+        # jitdump backend with line trampolines where the build has them,
+        # refused with the ValueError's text where it has not.
+        proc, pid = self.start(BUSY)
+        out, _, _ = requester("activate", "--backend", "perf_jit", "--lines",
+                              pid)
+        block = self.block(pid)
+        if HAVE_LINES:
+            self.assertEqual(out.returncode, 0, out.stderr)
+            self.assertEqual(out.stdout.strip(),
+                             f"{pid}: perf_jit {ph.jit_path(pid)} (lines on)")
+            self.assertEqual((block.active, block.lines), (2, 1))
+            self.assertTrue(self.ask_active(proc))
+        else:
+            self.assertEqual(out.returncode, 1, out.stderr)
+            self.assertEqual(out.stderr.strip(), f"{pid}: refused: perf "
+                             "lines not available on this platform")
+            self.assertEqual((block.result, block.active, block.lines),
+                             (pt.RESULT_REFUSED, 0, 0))
+            self.assertFalse(self.ask_active(proc))
+        self.finish(proc)
+        if HAVE_LINES:
+            ph.read_jitdump(ph.jit_path(pid), pid)
+
+    @unittest.skipIf(HAVE_LINES, "this build has lines")
+    def test_refused_without_lines(self):
+        # A build without line trampolines refuses them, and keeps taking
+        # the requests without.
+        proc, pid = self.start(BUSY)
+        out, _, _ = requester("activate", "--lines", pid)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertEqual(out.stderr.strip(), f"{pid}: refused: perf lines "
+                         "not available on this platform")
+        self.assertFalse(self.ask_active(proc))
+        self.assertEqual(self.activate(pid), f"{pid}: perf {ph.map_path(pid)}")
+        self.finish(proc)
+
+    def test_bad_lines_bits_are_unknown(self):
+        # A lines bit goes with an activation only, and one at a time;
+        # anything else is a code the process does not know.
+        proc, pid = self.start(BLOCKED)
+        for rid, code in enumerate((pt.REQ_DEACTIVATE | pt.REQ_LINES_ON,
+                                    pt.REQ_SEAL | pt.REQ_LINES_OFF,
+                                    pt.REQ_PERF | pt.REQ_LINES_ON
+                                    | pt.REQ_LINES_OFF,
+                                    pt.REQ_PERF | 0x400), 1000):
+            with self.subTest(code=hex(code)):
+                self.wait_in_select(pid)
+                with pt.Target(pid) as t:
+                    t.send(code, rid)
+                self.assertFalse(self.ask_active(proc))
+                block = self.block(pid)
+                self.assertEqual((block.served_id, block.served_request,
+                                  block.result),
+                                 (rid, code, pt.RESULT_UNKNOWN))
+        self.finish(proc)
+
+    def test_older_interpreter_is_not_sent_lines(self):
+        # A block of 472 bytes (before `lines`): its interpreter would
+        # answer "unknown request"; the requester says why and writes
+        # nothing.  (The size is rewritten here: the process never reads
+        # it.)
+        proc, pid = self.start(BLOCKED)
+        with pt.Target(pid) as t:
+            t.put("size", pt.FIELDS["lines"][0])
+        out, _, _ = requester("activate", "--lines", pid)
+        self.assertEqual(out.returncode, 1, out.stderr)
+        self.assertEqual(out.stderr.strip(),
+                         f"{pid}: the process does not take requests for "
+                         "lines (an interpreter older than them); nothing "
+                         "was sent")
+        block = self.block(pid)
+        self.assertEqual((block.request, block.request_id), (0, 0))
+        self.assertIsNone(block.lines)
+        # its other requests go on as before
+        self.wait_in_select(pid)
+        with self.woken_when_asked(proc, pid):
+            self.activate(pid, "--timeout", 60)
+        self.assertEqual(proc.stdout.readline().split(), ["ACTIVE", "True"])
+        self.finish(proc)
+
+    def test_lines_option_needs_activate(self):
+        out, _, _ = requester("activate", "--lines", "--no-lines", 1)
+        self.assertEqual(out.returncode, 2)
+        self.assertIn("not allowed with argument", out.stderr)
+        out, _, _ = requester("activate", "--help")
+        self.assertIn("--lines", out.stdout)
+        self.assertIn("--no-lines", out.stdout)
 
 
 @unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)

@@ -2,7 +2,10 @@
 inject --jit`) on targets while they are activated and deactivated, one
 by one and as a pre-fork server whose master is asked with --children.
 The samples taken after the acknowledgement name the Python function,
-those taken before and after deactivation do not.
+those taken before and after deactivation do not.  With `activate
+--lines`, the functions called after the acknowledgement also carry
+their lines (perf script -F +srcline), and the one running already keeps
+the trampoline it had.
 
 The targets and the requester's wrapper come from test_perf_live (the
 tests of the requester's refusals, requests and permissions): importing
@@ -19,8 +22,13 @@ import threading
 import unittest
 
 from test.support import perf_helper as ph
-from test.test_perf_live import (BUSY, HAVE_LIVE, NO_LIVE, PRELUDE,
-                                 TargetMixin, clean_env, requester)
+from test.support.script_helper import make_script
+from test.test_perf_live import (BUSY, HAVE_LINES, HAVE_LIVE, NO_LINES,
+                                 NO_LIVE, PRELUDE, TargetMixin, clean_env,
+                                 requester)
+from test.test_perf_profiler.test_lines import (marker_lines,
+                                                parse_srclines,
+                                                python_frames)
 
 
 def perf_record(pids, data, *options):
@@ -217,6 +225,107 @@ class TestPerf(TargetMixin, unittest.TestCase):
                     if getattr(s, "tid", None) == w and s.time > t_ack]
             self.assertTrue([s for s in mine if named(s, "handle_request")],
                             f"no sample of worker {w} names handle_request")
+
+
+# Runs outer() for ever: the function that is running when the request
+# comes.  The functions it calls are called anew all the time.
+LINES_TARGET = PRELUDE + textwrap.dedent("""\
+    def spin(n):
+        t = 0
+        for i in range(n): t += i & 7                  # SPIN_LOOP
+        return t
+
+    def work():
+        return spin(3000)                              # CALL_SPIN
+
+    def outer():
+        print("READY", flush=True)
+        while True:
+            work()                                     # CALL_WORK
+            r, _, _ = select.select([sys.stdin], [], [], 0)
+            if r:
+                if not sys.stdin.readline():
+                    break
+                print("ACTIVE", sys.is_stack_trampoline_active(),
+                      flush=True)
+
+    outer()
+    """)
+
+
+@unittest.skipUnless(ph.HAVE_TRAMPOLINE, ph.NO_TRAMPOLINE)
+@unittest.skipUnless(HAVE_LIVE, NO_LIVE)
+@ph.requires_perf
+class TestLines(TargetMixin, unittest.TestCase):
+    """activate --lines on a process that is running, then perf record on
+    it: the samples' Python frames carry the lines they are on, as with
+    -X perf_lines, in the unwinding mode the build has (-g with frame
+    pointers, --call-graph dwarf without)."""
+
+    def setUp(self):
+        super().setUp()
+        self.tmp = tempfile.mkdtemp(prefix="test_perf_live_")
+        self.addCleanup(shutil.rmtree, self.tmp, ignore_errors=True)
+        self.script = make_script(self.tmp, "lines_target", LINES_TARGET)
+
+    def record_after(self, pid, *options):
+        """Ask `pid` (`activate OPTIONS`), then record it: its samples as
+        python_frames() lists."""
+        out, _, _ = requester("activate", *options, pid)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        data = os.path.join(self.tmp, "perf.data")
+        callgraph = (["-g"] if ph.HAVE_FRAME_POINTERS
+                     else ["--call-graph", "dwarf"])
+        rec = perf_record([pid], data, *callgraph)
+        try:
+            ph.wait_cpu(pid, 0.7)
+        finally:
+            ph.stop_perf_record(rec)
+        script = subprocess.run(
+            ph.perf_command("script", "-i", data, "--tid", str(pid),
+                            "-F", "ip,sym,srcline"),
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(script.returncode, 0, script.stderr[-2000:])
+        return out.stdout.strip(), [python_frames(s, self.script)
+                                    for s in parse_srclines(script.stdout)]
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_lines_asked_while_running(self):
+        # outer() runs in the plain trampoline of -X perf when the request
+        # comes, and keeps it; work() and spin(), called afterwards, get
+        # line trampolines.
+        proc, pid = self.start(None, "-X", "perf", script=self.script)
+        text, samples = self.record_after(pid, "--lines")
+        self.assertEqual(text, f"{pid}: perf {ph.map_path(pid)} (lines on)")
+        self.assertEqual(self.finish(proc), "")
+        at = marker_lines(LINES_TARGET)
+        inner = [f[0][1] for f in samples if f and f[0][0] == "spin"]
+        callers = [line for f in samples
+                   for (callee, _), (caller, line) in zip(f, f[1:])
+                   if (caller, callee) == ("work", "spin")]
+        outer = [line for f in samples for name, line in f
+                 if name == "outer"]
+        self.assertGreater(len(inner), 50)
+        right = inner.count(at["SPIN_LOOP"])
+        self.assertGreaterEqual(right / len(inner), 0.80, (right, inner))
+        self.assertGreater(len(callers), 50)
+        right = callers.count(at["CALL_SPIN"])
+        self.assertGreaterEqual(right / len(callers), 0.95,
+                                (right, callers))
+        # (still one frame, without a line record: the trampoline it had)
+        self.assertGreater(len(outer), 50)
+        self.assertEqual(set(outer), {None})
+
+    def test_without_lines_as_before(self):
+        # A request without --lines: the functions are named, one frame
+        # each, with no line record.
+        proc, pid = self.start(None, script=self.script)
+        text, samples = self.record_after(pid)
+        self.assertEqual(text, f"{pid}: perf {ph.map_path(pid)}")
+        self.assertEqual(self.finish(proc), "")
+        spin = [line for f in samples for name, line in f if name == "spin"]
+        self.assertGreater(len(spin), 50)
+        self.assertEqual(set(spin), {None})
 
 
 def setUpModule():

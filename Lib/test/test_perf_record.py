@@ -33,10 +33,11 @@ from unittest import mock
 
 from test.support import perf_helper as ph
 from test.support.script_helper import make_script
-from test.test_perf_live import (BLOCKED, HAVE_LIVE, NO_LIVE, NOBODY,
-                                 NOBODY_UID, STOCK_311, TargetMixin,
-                                 clean_env, nobody_problem)
+from test.test_perf_live import (BLOCKED, HAVE_LINES, HAVE_LIVE, NO_LINES,
+                                 NO_LIVE, NOBODY, NOBODY_UID, STOCK_311,
+                                 TargetMixin, clean_env, nobody_problem)
 from test.test_perf_profiler._common import assert_python_stacks
+from test.test_perf_profiler.test_lines import parse_srclines, python_frames
 
 import _perf_record
 import _perf_remote
@@ -227,6 +228,11 @@ def call_graph_of(data):
     return "fp" if "CALLCHAIN" in sample_type else None
 
 
+def nested_line(text):
+    """The number of the line of perf_helper.NESTED that reads `text`."""
+    return ph.NESTED.splitlines().index(text) + 1
+
+
 class RecordTestCase(unittest.TestCase):
 
     def setUp(self):
@@ -329,6 +335,32 @@ class RecordTestCase(unittest.TestCase):
         with open(self.name + ".txt") as f:
             return ph.parse_perf_script(f.read(), maps)
 
+    def assert_nested_lines(self, pid, script):
+        """NAME.data has the lines of the NESTED functions of `pid` (run
+        from `script`, or "<string>"): foo() at its loop, bar() at its
+        call of foo()."""
+        proc = subprocess.run(
+            ph.perf_command("script", "-i", self.name + ".data", "--tid",
+                            str(pid), "-F", "ip,sym,srcline"),
+            capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        frames = [python_frames(s, script)
+                  for s in parse_srclines(proc.stdout)]
+        foo = [f[0][1] for f in frames if f and f[0][0] == "foo"]
+        bar = [line for f in frames
+               for (callee, _), (caller, line) in zip(f, f[1:])
+               if (caller, callee) == ("bar", "foo")]
+        loop = {nested_line("    for i in range(n):"),
+                nested_line("        x += i")}
+        # (record --duration is wall time: a loaded machine gives the
+        # target a part of it)
+        self.assertGreater(len(foo), 20)
+        self.assertGreater(len([l for l in foo if l in loop]) / len(foo),
+                           0.8, foo)
+        self.assertGreater(len(bar), 20)
+        self.assertGreater(bar.count(nested_line("    return foo(n)"))
+                           / len(bar), 0.95, bar)
+
     def assert_fails(self, proc, message):
         """record failed with `message` in one line, its last."""
         self.assertEqual(proc.returncode, 1, proc.stderr)
@@ -360,6 +392,17 @@ class TestRecordCommand(RecordTestCase):
                       f"call graph {mode}", proc.stderr)
         assert_python_stacks(self, self.samples(pid), script,
                              ph.NESTED_NAMES)
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_lines(self):
+        # --lines: the command runs with PYTHON_PERF_LINES=1.
+        script = make_script(self.tmp, "nested", NESTED_SECOND)
+        proc = self.record("--lines", "-o", self.name, "--", sys.executable,
+                           script)
+        pid = ph.script_pid(proc.stdout)
+        ph.forget_files(self, pid)
+        self.assert_recorded(proc)
+        self.assert_nested_lines(pid, script)
 
     def test_names_outlive_the_files(self):
         # The recording names the Python functions after the process's
@@ -755,6 +798,54 @@ class TestRecordPid(RecordTestCase, TargetMixin):
         self.assertEqual(block.active, 1)
         assert_python_stacks(self, self.samples(pid), "<string>",
                              ph.NESTED_NAMES)
+        self.finish(proc)
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_lines_for_the_recording(self):
+        # A process that runs perf without lines gets them for the
+        # recording, and runs perf without them again after.
+        proc, pid = self.start(NESTED_TARGET, "-X", "perf")
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "2",
+                           "--lines")
+        self.assert_recorded(done)
+        self.assertIn(f"{pid}: perf {ph.map_path(pid)} (lines on) (lines "
+                      "turned on; off again after the recording)",
+                      done.stderr)
+        self.assertIn(f"{pid}: lines off again", done.stderr)
+        block = self.block(pid)
+        self.assertEqual((block.active, block.lines), (1, 0))
+        self.assert_nested_lines(pid, "<string>")
+        self.finish(proc)
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_lines_turned_on_from_off(self):
+        proc, pid = self.start(NESTED_TARGET)
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "2",
+                           "--lines")
+        self.assert_recorded(done)
+        self.assertIn(f"{pid}: perf {ph.map_path(pid)} (lines on) (turned "
+                      "on; off again after the recording)", done.stderr)
+        self.assertIn(f"{pid}: trampoline off again", done.stderr)
+        block = self.block(pid)
+        self.assertEqual((block.active, block.lines), (0, 0))
+        self.assert_nested_lines(pid, "<string>")
+        self.finish(proc)
+
+    @unittest.skipUnless(HAVE_LINES, NO_LINES)
+    def test_lines_for_perf_jit(self):
+        # The backend a process runs keeps running, with lines for the
+        # recording.
+        proc, pid = self.start(NESTED_TARGET, "-X", "perf_jit")
+        done = self.record("-o", self.name, "--pid", pid, "--duration", "2",
+                           "--lines")
+        self.assert_recorded(done)
+        self.assertIn(f"{pid}: perf_jit {ph.jit_path(pid)} (lines on) "
+                      "(lines turned on; off again after the recording)",
+                      done.stderr)
+        self.assertIn(f"{pid}: lines off again", done.stderr)
+        block = self.block(pid)
+        self.assertEqual((block.active, block.lines), (2, 0))
+        self.assert_nested_lines(pid, "<string>")
         self.finish(proc)
 
     def test_pid_names_outlive_the_files(self):

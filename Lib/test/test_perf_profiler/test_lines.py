@@ -20,9 +20,9 @@ from test.support.script_helper import make_script
 from test.support.perf_helper import (
     JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD, HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE,
     NO_TRAMPOLINE, arena_paths, buildid_home, env_with, forget_files,
-    forget_process, jit_path, jitted_paths, perf_command, read_jitdump,
-    requires_perf, requires_perf_inject_jit, run_and_forget, script_pid,
-    stop_process)
+    forget_process, jit_path, jitted_paths, map_path, perf_command,
+    read_jitdump, read_map_file, requires_perf, requires_perf_inject_jit,
+    run_and_forget, script_pid, stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
 from ._common import (
     PerfTestCase, noexec_tmp_command, setUpModule, tearDownModule)
@@ -707,6 +707,35 @@ class LinesElsewhereTests(PerfTestCase):
         self.assertIn("jit True", proc.stdout)
         self.assertIn("keyword only", proc.stdout)
         self.assertEqual(proc.stderr, "")
+
+    def test_toggle_moves_functions(self):
+        # Lines turned on while the backend is on: a function that has a
+        # plain trampoline already gets a line trampoline for its next
+        # calls, and a plain one again when they are turned off.
+        code = textwrap.dedent("""\
+            import os, sys
+            print("PID", os.getpid())
+            def f():
+                return 1
+            sys.activate_stack_trampoline("perf")
+            f()
+            sys.activate_stack_trampoline("perf", lines=True)
+            f()
+            sys.activate_stack_trampoline("perf")
+            f()
+            """)
+        proc = self.run_ok("-c", code)
+        pid = int(proc.stdout.split()[1])
+        # The map's records, in the order the trampolines were made: a
+        # line trampoline's covers more than the plain template.
+        sizes = [int(line.split()[1], 16)
+                 for line in read_map_file(map_path(pid))
+                 if line.split()[2].startswith("py::f:")]
+        self.assertEqual(len(sizes), 3, sizes)
+        plain, lines, again = sizes
+        self.assertGreater(lines, plain)
+        self.assertEqual(again, plain)
+
 
 def debugger_frames(text):
     """The trampolines' frames of a gdb or lldb backtrace, innermost
