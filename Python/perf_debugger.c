@@ -356,8 +356,12 @@ object_init(jit_object *o, size_t nsyms, size_t table_size,
     sh[SEC_TEXT] = (Elf64_Shdr){
         .sh_type = SHT_NOBITS, .sh_flags = SHF_ALLOC | SHF_EXECINSTR,
         .sh_offset = eh_off, .sh_addralign = 16};
+    /* Not SHF_ALLOC: its address (after the arena's code) is only the
+       base of its pc-relative FDEs; an allocated section there would
+       claim, in the debugger's map of addresses, the code of another
+       arena mapped right after this one (gdb then named its frames ??). */
     sh[SEC_EH_FRAME] = (Elf64_Shdr){
-        .sh_type = SHT_PROGBITS, .sh_flags = SHF_ALLOC,
+        .sh_type = SHT_PROGBITS, .sh_flags = 0,
         .sh_addr = eh_addr, .sh_offset = eh_off, .sh_size = eh_size,
         .sh_addralign = 8};
     sh[SEC_SYMTAB] = (Elf64_Shdr){
