@@ -927,6 +927,11 @@ class LinesInDebuggersTests(unittest.TestCase):
         with self.subTest(debugger="gdb, core file"):
             self.assertTrue(os.path.exists(core))
             out = self.gdb(sys.executable, core, "-ex", "bt")
+            if "is not a core dump" in out:
+                # (gcore of an AddressSanitizer build, whose shadow
+                # memory takes terabytes of address space, writes a file
+                # gdb cannot read back: gdb's limit, not the objects')
+                self.skipTest(f"gdb cannot read the core it wrote: {out}")
             self.assert_lines(out, want, source)
 
 
