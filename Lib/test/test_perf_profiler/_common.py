@@ -21,8 +21,9 @@ from test.support.script_helper import make_script
 from test.support import perf_helper
 from test.support.perf_helper import (
     JIT_CODE_LOAD, MAP_LINE, env_with, forget_files, forget_path, is_function,
-    jit_path, load_map_symbols, map_path, parse_perf_script, perf_command,
-    read_jitdump, read_map_file, run_and_forget, script_pid, written_since)
+    jit_path, jitted_paths, load_map_symbols, map_path, parse_perf_script,
+    perf_command, read_jitdump, read_map_file, run_and_forget, script_pid,
+    written_since)
 
 
 # Runs 3,000 functions once each: files of several hundred KiB, appended
@@ -147,6 +148,20 @@ class PerfTestCase(unittest.TestCase):
 
     def forget_pid(self, pid):
         forget_files(self, pid)
+
+    def inject_jit(self, data, pid):
+        """perf inject --jit of `data`, a recording of process `pid` made
+        with -k 1; returns the injected recording's path (removed after
+        the test), with the jitted-PID-*.so files perf wrote for `pid`."""
+        injected = os.path.join(self.tmp, "perf.jit.data")
+        self.addCleanup(os_helper.unlink, injected)
+        proc = subprocess.run(perf_command("inject", "-i", data, "--jit",
+                                           "-o", injected),
+                              capture_output=True, text=True, timeout=300)
+        forget_files(self, pid)         # its jitted-PID-*.so
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.assertTrue(jitted_paths(pid, self.since))
+        return injected
 
     def perf_script(self, data, *args):
         """The text of `perf script -i data ARGS`, which must succeed."""

@@ -15,7 +15,7 @@ from test.support.script_helper import make_script
 from test.support.perf_helper import (
     HAVE_TRAMPOLINE, JIT_CODE_CLOSE, JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD,
     JIT_CODE_UNWINDING_INFO, NESTED, NESTED_NAMES, NO_TRAMPOLINE, cfa_table,
-    env_with, expected_cfa_rules, forget_files, jit_path, jitted_paths,
+    env_with, expected_cfa_rules, forget_files, jit_path,
     map_path, parse_perf_script, perf_command, read_jitdump, read_map_file,
     requires_perf_inject_jit, run_and_forget, script_pid, written_since)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
@@ -198,7 +198,6 @@ class TestPerfJit(PerfTestCase):
     def record_jit(self, source, *python_args, env=None, returncode=0):
         script = make_script(self.tmp, "perf_script", source)
         data = os.path.join(self.tmp, "perf.data")
-        jit = os.path.join(self.tmp, "perf.jit.data")
         proc = subprocess.run(
             perf_command("record", "-F", "999", "-k", "1", "--call-graph",
                          "dwarf", "-o", data, "--", sys.executable,
@@ -208,12 +207,7 @@ class TestPerfJit(PerfTestCase):
         self.assertEqual(proc.returncode, returncode, proc.stderr)
         pid = script_pid(proc.stdout)
         forget_files(self, pid)
-        inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
-                                          "-o", jit),
-                             capture_output=True, text=True, timeout=300)
-        forget_files(self, pid)         # its jitted-PID-*.so
-        self.assertEqual(inj.returncode, 0, inj.stderr)
-        self.assertTrue(jitted_paths(pid, self.since))
+        jit = self.inject_jit(data, pid)
         return script, jit, parse_perf_script(self.perf_script(jit))
 
     def test_xoption(self):

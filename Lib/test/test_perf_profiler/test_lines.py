@@ -20,7 +20,7 @@ from test.support.script_helper import make_script
 from test.support.perf_helper import (
     JIT_CODE_DEBUG_INFO, JIT_CODE_LOAD, HAVE_FRAME_POINTERS, HAVE_TRAMPOLINE,
     NO_TRAMPOLINE, arena_paths, buildid_home, env_with, forget_files,
-    forget_process, jit_path, jitted_paths, map_path, perf_command,
+    forget_process, jit_path, map_path, perf_command,
     read_jitdump, read_map_file, requires_perf, requires_perf_inject_jit,
     run_and_forget, script_pid, stop_process)
 # (setUpModule runs the probes of perf_helper for this module's tests.)
@@ -269,15 +269,7 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
         self.assertNotIn("RuntimeWarning", proc.stderr)
         self.assertNotIn("runs without them", proc.stderr)
         if jit:
-            injected = os.path.join(self.tmp, "perf.jit.data")
-            self.addCleanup(os_helper.unlink, injected)
-            inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
-                                              "-o", injected),
-                                 capture_output=True, text=True, timeout=300)
-            forget_files(self, pid)         # its jitted-PID-*.so
-            self.assertEqual(inj.returncode, 0, inj.stderr)
-            self.assertTrue(jitted_paths(pid, self.since))
-            data = injected
+            data = self.inject_jit(data, pid)
         text = self.perf_script(data, "-F", "ip,sym,srcline")
         return [python_frames(s, script) for s in parse_srclines(text)]
 

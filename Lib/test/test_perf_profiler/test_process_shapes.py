@@ -178,12 +178,7 @@ class TestProcessShapes(PerfTestCase):
         data, script, pid, child = self.record_child_later(
             FORK_INHERITED_SOURCE, "perf_jit", "-k", "1", "--call-graph",
             "dwarf")
-        jit = os.path.join(self.tmp, "perf.jit.data")
-        inj = subprocess.run(perf_command("inject", "-i", data, "--jit",
-                                          "-o", jit),
-                             capture_output=True, text=True, timeout=300)
-        forget_files(self, child)       # its jitted-CHILD-*.so
-        self.assertEqual(inj.returncode, 0, inj.stderr)
+        jit = self.inject_jit(data, child)
         text = self.perf_script(jit)
         samples = [s for s in parse_perf_script(text) if s.tid == child]
         self.check_child_named(samples, script)
