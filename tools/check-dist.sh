@@ -9,6 +9,7 @@
 set -eu
 tgz=$1 work=$2 jobs=$3
 start=$(date +%s)
+here=$(cd "$(dirname "$0")" && pwd)
 fail() { echo "error: $*" >&2; echo "check-dist: FAILED after $(( $(date +%s) - start )) s" >&2; exit 1; }
 rm -rf "$work"
 mkdir -p "$work/no-autotools"
@@ -54,7 +55,8 @@ grep -q 'py::check_dist_leaf' "$work/perf-script.txt" ||
     fail "perf script names no py::check_dist_leaf ($work/perf-script.txt)"
 echo "check-dist: perf record -g names py::check_dist_leaf"
 
-./python -m test test_perf_profiler > "$work/test.log" 2>&1 ||
-    { tail -30 "$work/test.log"; fail "test_perf_profiler failed ($work/test.log)"; }
+./python -m test -v test_perf_profiler > "$work/test.log" 2>&1 ||
+    { tail -8 "$work/test.log"; "$here/failed-tests.sh" "$work/test.log"
+      fail "test_perf_profiler failed ($work/test.log)"; }
 tail -3 "$work/test.log"
 echo "check-dist: OK in $(( $(date +%s) - start )) s: ./configure && make gives trampolines, frame pointers, -X perf under perf, test_perf_profiler passes"

@@ -58,7 +58,14 @@ for py in "$@"; do
     for t in $tests; do
         verbose=""
         [ "$t" = test_perf_profiler ] && verbose=-v
-        if python_with_sigint "$py" -m test $verbose "$t"; then
+        # (a copy of the output, whose failures the end lists; the exit
+        # status of the pipe's first command, without bash)
+        log="$(dirname "$py")/tests-$t.log"
+        { python_with_sigint "$py" -m test $verbose "$t" 2>&1
+          echo $? > "$log.rc"; } | tee "$log"
+        rc=$(cat "$log.rc")
+        rm -f "$log.rc"
+        if [ "$rc" = 0 ]; then
             passed=$((passed + 1))
         else
             failed=$((failed + 1))
@@ -92,6 +99,9 @@ done
 echo
 for f in $failures; do
     case $f in
+    *:test_*)
+        echo "${f%:test_*}: ${f##*:}:"
+        "$here/failed-tests.sh" "$(dirname "${f%:test_*}")/tests-${f##*:}.log" ;;
     *:suite-modes)
         echo "${f%:suite-modes}: suite-modes:"
         sed 's/^/    /' "$(dirname "${f%:suite-modes}")/suite-modes/problems.txt" \

@@ -72,6 +72,7 @@ reports=$((reports + inline))
 skips=$(grep -c -E "\.\.\. skipped '" "$out")
 
 echo
+"$(dirname "$0")/failed-tests.sh" "$out"
 [ "$failed" -eq 0 ] || echo "failed:$failures"
 echo "sanitize: test modules: $passed passed, $failed failed ($skips tests" \
      "skipped); $reports sanitizer reports (logs in $logdir); ${elapsed}s"
