@@ -473,6 +473,37 @@ class RecordLinesTests(AccuracyChecks, PerfTestCase):
     def test_dwarf(self):
         self.check_record("--call-graph", "dwarf")
 
+    @requires_perf_inject_jit
+    def test_collapse_jitdump(self):
+        # collapse of a jitdump recording read after perf inject --jit
+        # (each function its own jitted-PID-N.so, its pads' lines in it)
+        # folds the same way, with the same thresholds.
+        script = make_script(self.tmp, "lines_program", PROGRAM)
+        data = os.path.join(self.tmp, "perf.data")
+        self.addCleanup(os_helper.unlink, data)
+        callgraph = ("-g",) if HAVE_FRAME_POINTERS else ("--call-graph",
+                                                         "dwarf")
+        proc = subprocess.run(
+            perf_command("record", "-F", "999", *callgraph, "-k", "1",
+                         "-o", data, "--", sys.executable, "-X", "perf_jit",
+                         "-X", "perf_lines", script, "1.5"),
+            capture_output=True, text=True, env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        pid = script_pid(proc.stdout)
+        self.forget_pid(pid)
+        text = self.perf_script(self.inject_jit(data, pid))
+        proc = subprocess.run(
+            [sys.executable, "-m", "perf_trampoline", "collapse"],
+            input=text, capture_output=True, text=True, timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        folded = os.path.join(self.tmp, "jit.folded")
+        with open(folded, "w") as f:
+            f.write(proc.stdout)
+        self.assertEqual(adjacent_twins(folded), [])
+        self.check_accuracy([frames for frames, count
+                             in folded_python_frames(folded, script)
+                             for _ in range(count)])
+
     def test_no_lines(self):
         # Without lines, and with --no-lines: one frame per call, named
         # as before, "py::QUALNAME:FILE".
