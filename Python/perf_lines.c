@@ -231,15 +231,21 @@ put_debug_aranges(_PyPerfBytes *w, uint64_t text_addr, uint64_t text_size,
    bytes for every slot: its line 0, the advance to the next slot, and
    for a line trampoline no-ops to the end of its block. */
 static void
-put_unnamed(_PyPerfBytes *w, size_t i, const _PyPerfLinesLayout *at)
+put_unnamed_block(_PyPerfBytes *w, const _PyPerfLinesLayout *at)
 {
-    _PyPerfBytes_U8(w, LNS_set_file);
-    _PyPerfBytes_Uleb(w, i + 1);
     size_t block = w->n;
     put_line(w, 0);
     _PyPerfBytes_U8(w, LNS_fixed_advance_pc);
     _PyPerfBytes_U16(w, (uint16_t)at->slot_size);
     pad_block(w, block, at->block);
+}
+
+static void
+put_unnamed(_PyPerfBytes *w, size_t i, const _PyPerfLinesLayout *at)
+{
+    _PyPerfBytes_U8(w, LNS_set_file);
+    _PyPerfBytes_Uleb(w, i + 1);
+    put_unnamed_block(w, at);
 }
 
 /* The end of the sequence and of the unit. */
@@ -544,7 +550,8 @@ put_pads_rows(_PyPerfBytes *w, size_t slot_size, PyCodeObject *code,
     store_sleb5(back, 1 - pw.line);
     _PyPerfBytes_U8(w, LNS_advance_line);
     _PyPerfBytes_Put(w, back, sizeof(back));
-    if (end != 0) {
+    /* (rows that passed the end are the caller's to undo) */
+    if (end != 0 && w->n - start <= end) {
         pad_block(w, start, end);
     }
 }
@@ -566,16 +573,24 @@ _PyPerfLines_NamePads(unsigned char *debug, const _PyPerfLinesLayout *at,
                       size_t i, size_t slot_size, PyCodeObject *code,
                       uint32_t file_str)
 {
-    if (!_PyPerfLines_PadsFit(code, slot_size)
+    if (_PyPerfLines_Used(code) > slot_size || slot_size > UINT16_MAX
         || at->block != pads_block(slot_size))
     {
         return -1;
     }
     unsigned char *block = debug + at->rows + rows_at(i, at->block) + 1
                            + uleb_size(i + 1);
+    /* Written without measuring first (slot_shape() in perf_codes.c
+       chose the slot for rows that fit: one walk of the line table less
+       per new function); rows that would not fit are never written past
+       the block, and the block is then left unnamed. */
     _PyPerfBytes w = {block, 0, at->block};
     put_pads_rows(&w, slot_size, code, at->block);
-    assert(w.n == at->block);
+    if (w.n != at->block) {
+        _PyPerfBytes unnamed = {block, 0, at->block};
+        put_unnamed_block(&unnamed, at);
+        return -1;
+    }
     unsigned char file[4];
     _PyPerfBytes fw = {file, 0, sizeof(file)};
     _PyPerfBytes_U32(&fw, file_str);
