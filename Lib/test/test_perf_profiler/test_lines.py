@@ -322,6 +322,7 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
                     first, last = spans[name]
                     if not first <= line <= last:
                         outside.append(frames)
+                        break
             for (callee, _), (caller, line) in zip(frames, frames[1:]):
                 want = callers.get((callee, caller))
                 if want is not None and line is not None:
@@ -330,7 +331,8 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
                         right += 1
                     else:
                         wrong.append(frames)
-        self.assertEqual(outside, [], f"{len(outside)} of {len(samples)}")
+        self.assertEqual(outside, [],
+                         f"{len(outside)} samples of {len(samples)}")
         self.assertGreater(seen, 100)
         self.assertGreaterEqual(right / seen, 0.95,
                                 f"{right} of {seen}; wrong: {wrong[:5]}")
