@@ -33,6 +33,18 @@ def profile(frame, event, arg):
         codes[id(frame.f_code)] = frame.f_code
 
 
+def run(code, hook, set_hook, set_threads_hook):
+    """Run the workload as __main__ with `hook` set by set_hook (this
+    thread) and set_threads_hook (threads it starts)."""
+    set_threads_hook(hook)
+    set_hook(hook)
+    try:
+        exec(code, {"__name__": "__main__", "__file__": path})
+    finally:
+        set_hook(None)
+        set_threads_hook(None)
+
+
 def line_stores():
     """The base opcodes whose instructions store a line (the table's
     entries, specialized forms included, mapped to their base opcode)."""
@@ -67,13 +79,7 @@ def count_stores(code):
             ran[dis.opname[op] if op in stores else None] += 1
         return trace
 
-    threading.settrace(trace)
-    sys.settrace(trace)
-    try:
-        exec(code, {"__name__": "__main__", "__file__": path})
-    finally:
-        sys.settrace(None)
-        threading.settrace(None)
+    run(code, trace, sys.settrace, threading.settrace)
     n = next(entries)
     stored = sum(v for k, v in ran.items() if k is not None)
     print(f"{n} frame entries; per entry: {sum(ran.values()) / n:.2f} "
@@ -93,11 +99,5 @@ with open(path) as f:
 if stores:
     count_stores(code)
     sys.exit()
-threading.setprofile(profile)
-sys.setprofile(profile)
-try:
-    exec(code, {"__name__": "__main__", "__file__": path})
-finally:
-    sys.setprofile(None)
-    threading.setprofile(None)
+run(code, profile, sys.setprofile, threading.setprofile)
 print(next(entries), len(codes))
