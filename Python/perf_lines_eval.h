@@ -141,15 +141,13 @@ static const unsigned char perf_lines_store[256] = {
    would run it inline (our hook, or no hook at all) goes to
    perf_trampoline_frame.  Another PEP 523 hook is still honoured: the
    generic CALL then takes the vectorcall path, and CALL_PY_* deoptimize
-   to it. */
-/* Calls always leave through the trampoline path (never inline).  GCC is
-   given constants, and drops the inline path.  clang is given a 1 it
-   cannot see through (an empty asm), so that the evaluator keeps the
-   first one's shape: with the inline path gone, clang 14's register
-   allocation spilled and reloaded across every instruction, 33 more
-   instructions per loop iteration than the first evaluator, where the
-   opaque 1 leaves it 11 fewer (and GCC 19 more per call on fib than with
-   the constants).  Measured with callgrind, bench/lines.py; bench/RESULTS.md
+   to it.  "Hooked" is a constant for GCC, which then drops the inline
+   path.  For clang it is a 1 the compiler cannot see through (an empty
+   asm), so that this evaluator keeps the first one's shape: without the
+   inline path, clang 14 spilled and reloaded registers around every
+   instruction (33 instructions more per loop iteration than its first
+   evaluator; 11 fewer with the opaque 1).  GCC given the opaque 1 costs
+   8 more per call on fib.  Callgrind, bench/lines.py; bench/RESULTS.md,
    "Lines on clang". */
 #if defined(__clang__)
 #  define PERF_LINES_HOOKED \
