@@ -166,9 +166,12 @@ class Container:
             if self.proc.poll() is not None:
                 break
             time.sleep(0.01)
+        ended = self.proc.poll()
         self.stop()
-        self.test.fail(f"the container did not start {argv}: "
-                       f"{self.stderr}")
+        self.test.fail(f"the container did not start {argv}"
+                       + (f" (it had ended, status {ended}, before it was "
+                          f"seen)" if ended is not None else "")
+                       + f": {self.stderr}")
 
     def stop(self):
         """SIGKILL its pid 1 (the only signal the init of a pid namespace
@@ -636,11 +639,15 @@ class HostSideTests(unittest.TestCase):
         shared = self.shared_tmp()
         first, first_pid = self.start_service("-X", "perf", tmp=shared)
         c = Container(self, tmp=shared)
+        # (it waits for its stdin to close: start() must see it run, and
+        # a program that has already ended is not seen)
         c.start("python", "-X", "perf", "-c", textwrap.dedent('''\
-            import _testinternalcapi
+            import sys, _testinternalcapi
             print(_testinternalcapi.write_perf_map_entry(0x1234, 1,
-                                                         "from_second"))
-            '''))
+                                                         "from_second"),
+                  flush=True)
+            sys.stdin.read()
+            '''), stdin=subprocess.PIPE)
         self.assertEqual(c.readline(), b"-1\n")
         c.stop()
         with open(os.path.join(shared, "perf-1.map")) as f:
