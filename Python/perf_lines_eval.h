@@ -36,11 +36,15 @@
  * address of pad 0 into the slot; the entry computes delta from it.
  *
  * Not every instruction stores (3 instructions each): those that call
- * (the caller's line, for the callee's samples), those that loop, and
- * those that end a statement, which store the line of the instruction
- * after them, where the next statement starts (the innermost frame's
- * line).  The table is indexed by INSTRUCTION_START's constant opcode, so
- * the compiler folds it: the other instructions are as they were.
+ * (the caller's line, for the callee's samples; FOR_ITER, which calls the
+ * iterator, gives a loop's head its line too), and those that end a
+ * statement, which store the line of the instruction after them, where
+ * the next statement starts (the innermost frame's line).  Backward jumps
+ * do not: a `for` loop's goes to its FOR_ITER, which stores, and the
+ * line a jump would store, its own, is no closer to the body it goes
+ * back to than what the last statement stored (design-lines.md, 6.7).
+ * The table is indexed by INSTRUCTION_START's constant opcode, so the
+ * compiler folds it: the other instructions are as they were.
  *
  * Never inline
  * ------------
@@ -97,17 +101,13 @@ static const unsigned char perf_lines_store[256] = {
     [PRECALL_NO_KW_METHOD_DESCRIPTOR_O] = 1, [PRECALL_NO_KW_STR_1] = 1,
     [PRECALL_NO_KW_TUPLE_1] = 1, [PRECALL_NO_KW_TYPE_1] = 1,
     [PRECALL_PYFUNC] = 1, [CALL_FUNCTION_EX] = 1,
+    /* (not BINARY_SUBSCR_LIST_INT nor _TUPLE_INT: they call nothing) */
     [BINARY_SUBSCR] = 1, [BINARY_SUBSCR_ADAPTIVE] = 1,
     [BINARY_SUBSCR_DICT] = 1, [BINARY_SUBSCR_GETITEM] = 1,
-    [BINARY_SUBSCR_LIST_INT] = 1, [BINARY_SUBSCR_TUPLE_INT] = 1,
     [FOR_ITER] = 1, [SEND] = 1,
     /* implicit calls that are rarely hot: the caller's line anyway */
     [IMPORT_NAME] = 1, [IMPORT_STAR] = 1, [BEFORE_WITH] = 1,
     [BEFORE_ASYNC_WITH] = 1, [WITH_EXCEPT_START] = 1,
-    /* loops */
-    [JUMP_BACKWARD] = 1, [JUMP_BACKWARD_QUICK] = 1,
-    [POP_JUMP_BACKWARD_IF_FALSE] = 1, [POP_JUMP_BACKWARD_IF_TRUE] = 1,
-    [POP_JUMP_BACKWARD_IF_NONE] = 1, [POP_JUMP_BACKWARD_IF_NOT_NONE] = 1,
     /* statement ends: the next statement's line (not POP_TOP, which
        ends expression statements: it cost 1 to 2 instructions per call
        on bench/'s objects and coroutines, for lines the next call or
