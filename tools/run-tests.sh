@@ -35,6 +35,7 @@ MODES_TESTS="test_call test_frame test_scope test_funcattrs test_code
  test_bdb test_pdb test_trace test_profile test_cprofile"
 passed=0
 failed=0
+. "$here/logged.sh"
 
 # Run the interpreter $1 with the arguments that follow, SIGINT back to its
 # default action: a shell without job control starts its background
@@ -58,14 +59,11 @@ for py in "$@"; do
     for t in $tests; do
         verbose=""
         [ "$t" = test_perf_profiler ] && verbose=-v
-        # (a copy of the output, whose failures the end lists; the exit
-        # status of the pipe's first command, without bash)
+        # (a copy of the output, whose failures the end lists)
         log="$(dirname "$py")/tests-$t.log"
-        { python_with_sigint "$py" -m test $verbose "$t" 2>&1
-          echo $? > "$log.rc"; } | tee "$log"
-        rc=$(cat "$log.rc")
-        rm -f "$log.rc"
-        if [ "$rc" = 0 ]; then
+        : > "$log"
+        logged "$log" python_with_sigint "$py" -m test $verbose "$t"
+        if [ "$logged_status" = 0 ]; then
             passed=$((passed + 1))
         else
             failed=$((failed + 1))

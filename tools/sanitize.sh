@@ -46,18 +46,20 @@ start=$(date +%s)
 passed=0
 failed=0
 failures=""
+. "$(dirname "$0")/logged.sh"
 for t in test_perf_profiler test_perf_storms test_perf_live test_perf_live_hostile; do
-    # (the exit status of the pipe's first command, without bash)
-    if { "$py" -m test -v "$t" 2>&1; echo $? > "$out.rc"; } | tee -a "$out" &&
-       [ "$(cat "$out.rc")" = 0 ]; then
+    # (a module whose output could not all be kept fails too: that output
+    # is searched for sanitizer reports below)
+    logged "$out" "$py" -m test -v "$t"
+    if [ "$logged_status" = 0 ] && [ "$logged_kept" = 1 ]; then
         passed=$((passed + 1))
     else
         failed=$((failed + 1))
         failures="$failures $t"
+        [ "$logged_kept" = 1 ] || failures="$failures(log-not-written)"
     fi
 done
 elapsed=$(($(date +%s) - start))
-rm -f "$out.rc"
 
 reports=0
 for log in "$logdir"/*; do
