@@ -38,11 +38,14 @@
  * Not every instruction stores (3 instructions each): those that call
  * (the caller's line, for the callee's samples; FOR_ITER, which calls the
  * iterator, gives a loop's head its line too), and those that end a
- * statement, which store the line of the instruction after them, where
- * the next statement starts (the innermost frame's line).  Backward jumps
- * do not: a `for` loop's goes to its FOR_ITER, which stores, and the
- * line a jump would store, its own, is no closer to the body it goes
- * back to than what the last statement stored (design-lines.md, 6.7).
+ * statement with an assignment, which store the line of the instruction
+ * after them, where the next statement starts (the innermost frame's
+ * line).  JUMP_BACKWARD does not: a `for` loop's goes to its FOR_ITER,
+ * which stores, and a `while True` loop's own line, the `while`, is no
+ * closer to the body it goes back to than what was stored last.  So a
+ * signal handler or pending call that its eval-breaker check runs shows
+ * its caller at the line stored last, not at the jump's (design-lines.md,
+ * section 6, item 7).
  * The table is indexed by INSTRUCTION_START's constant opcode, so the
  * compiler folds it: the other instructions are as they were.
  *
@@ -85,7 +88,7 @@ PyObject *_PyPerf_EvalFrameLines(PyThreadState *, _PyInterpreterFrame *, int);
     } while (0)
 
 /* How far past the instruction's own code unit the stored one is, plus
-   one: 1, its own line (calls, loops); 2 + its inline caches, the line
+   one: 1, its own line (calls); 2 + its inline caches, the line
    of the instruction after it (statement ends); 0, no store. */
 static const unsigned char perf_lines_store[256] = {
     /* calls: the caller's line while the callee runs */
@@ -101,13 +104,16 @@ static const unsigned char perf_lines_store[256] = {
     [PRECALL_NO_KW_METHOD_DESCRIPTOR_O] = 1, [PRECALL_NO_KW_STR_1] = 1,
     [PRECALL_NO_KW_TUPLE_1] = 1, [PRECALL_NO_KW_TYPE_1] = 1,
     [PRECALL_PYFUNC] = 1, [CALL_FUNCTION_EX] = 1,
-    /* (not BINARY_SUBSCR_LIST_INT nor _TUPLE_INT: they call nothing) */
     [BINARY_SUBSCR] = 1, [BINARY_SUBSCR_ADAPTIVE] = 1,
     [BINARY_SUBSCR_DICT] = 1, [BINARY_SUBSCR_GETITEM] = 1,
+    [BINARY_SUBSCR_LIST_INT] = 1, [BINARY_SUBSCR_TUPLE_INT] = 1,
     [FOR_ITER] = 1, [SEND] = 1,
     /* implicit calls that are rarely hot: the caller's line anyway */
     [IMPORT_NAME] = 1, [IMPORT_STAR] = 1, [BEFORE_WITH] = 1,
     [BEFORE_ASYNC_WITH] = 1, [WITH_EXCEPT_START] = 1,
+    /* a while loop's test, at its bottom: it may call __bool__ or
+       __len__ (not JUMP_BACKWARD: see above) */
+    [POP_JUMP_BACKWARD_IF_FALSE] = 1, [POP_JUMP_BACKWARD_IF_TRUE] = 1,
     /* statement ends: the next statement's line (not POP_TOP, which
        ends expression statements: it cost 1 to 2 instructions per call
        on bench/'s objects and coroutines, for lines the next call or

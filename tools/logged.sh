@@ -7,27 +7,29 @@
 # holds all of its output, else 0.  When LOG could not be written (tee
 # failed: a full disk, for one), it says so, with the free space where LOG
 # is: a run that passed but lost its log must not look like a test that
-# failed, nor the reverse.  The status travels through a file beside LOG,
-# the exit status of a pipe's first command being out of reach without
-# bash; if that file cannot be written either, the status is 125.
+# failed, nor the reverse.  Both exit statuses come back through a
+# command substitution (fd 3), not a file, which a full disk would lose:
+# without bash, the exit status of a pipe's first command is out of
+# reach.  COMMAND runs with fds 3 and 4 closed, so that a process it
+# leaves behind does not hold the substitution open.
 logged() {
     logged_log=$1
     shift
-    { "$@" 2>&1; echo $? > "$logged_log.rc"; } | tee -a "$logged_log"
-    if [ $? = 0 ]; then
-        logged_kept=1
-    else
-        logged_kept=0
+    { logged_codes=$(
+          { { "$@" 2>&1 3>&- 4>&-; echo "c$?" >&3; } |
+                tee -a "$logged_log" >&4 3>&-
+            echo "t$?"; } 3>&1); } 4>&1
+    logged_status=125
+    logged_kept=0
+    for logged_code in $logged_codes; do
+        case $logged_code in
+        c*) logged_status=${logged_code#c} ;;
+        t0) logged_kept=1 ;;
+        esac
+    done
+    if [ "$logged_kept" = 0 ]; then
         echo "*** could not write all of $logged_log (free space there:" \
              "$(df -Ph "$(dirname "$logged_log")" 2>/dev/null |
                 awk 'NR == 2 { print $4 }'))"
     fi
-    logged_status=$(cat "$logged_log.rc" 2>/dev/null)
-    rm -f "$logged_log.rc"
-    case $logged_status in
-    [0-9]*) ;;
-    *)  echo "*** could not write $logged_log.rc: the exit status of" \
-             "$1 is lost"
-        logged_status=125 ;;
-    esac
 }

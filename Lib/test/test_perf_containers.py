@@ -182,14 +182,18 @@ class Container:
         signal that unshare --kill-child asked for."""
         if self.proc is None or self.proc.stderr.closed:
             return
-        inits = set(_children(self.proc.pid))
+        # (unshare's pid, and its children's, only while it has not been
+        # waited for: a pid that was reaped may be another process's now)
+        running = self.proc.poll() is None
+        inits = set(_children(self.proc.pid)) if running else set()
         if self.pid:
             inits.add(self.pid)
-        for pid in sorted(inits) + [self.proc.pid]:
+        for pid in sorted(inits):
             try:
                 os.kill(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+        self.proc.kill()
         try:
             _, err = self.proc.communicate(timeout=60)
             self.stderr = err.decode(errors="replace")
