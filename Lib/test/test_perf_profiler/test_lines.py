@@ -125,6 +125,35 @@ BUSY_PROGRAM = textwrap.dedent("""\
     """)
 
 
+# A while loop whose test calls Python (__len__) and whose body ends with
+# an expression statement: the caller's line while __len__ runs is the
+# test's, which only the store of the test at the loop's bottom gives
+# (the body's last store is another line's).
+WHILE_PROGRAM = textwrap.dedent("""\
+    import os, sys, time
+    print("PID", os.getpid(), flush=True)
+
+    class Bag:
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            t = 0
+            for i in range(300): t += i                # LEN_LOOP
+            return self.n
+
+    def drain(n):
+        bag = Bag(n)
+        while bag:                                     # WHILE_TEST
+            bag.n -= 1
+            abs(-1)                                    # BODY_CALL
+
+    end = time.monotonic() + float(sys.argv[1])
+    while time.monotonic() < end:
+        drain(100)
+    """)
+
+
 def function_spans(source, filename):
     """{qualname: (first line, last line)} of the functions of `source`."""
     spans = {}
@@ -336,6 +365,37 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
         self.assertGreater(seen, 100)
         self.assertGreaterEqual(right / seen, 0.95,
                                 f"{right} of {seen}; wrong: {wrong[:5]}")
+
+    def test_while_test_caller(self):
+        # A while loop's test calls __len__: its caller is at the test's
+        # line, not at the body's last call.
+        callgraph = ("-g",) if HAVE_FRAME_POINTERS else ("--call-graph",
+                                                         "dwarf")
+        script = make_script(self.tmp, "while_program", WHILE_PROGRAM)
+        data = os.path.join(self.tmp, "perf.data")
+        self.addCleanup(os_helper.unlink, data)
+        cmd = perf_command("record", "-F", "999", *callgraph, "-o", data,
+                           "--", sys.executable, "-X", "perf_lines", script,
+                           "1.5")
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertNotIn("Warning", proc.stderr)
+        text = self.perf_script(data, "-F", "ip,sym,srcline")
+        at = marker_lines(WHILE_PROGRAM)
+        lines = collections.Counter()
+        for sample in parse_srclines(text):
+            frames = python_frames(sample, script)
+            for (callee, _), (caller, line) in zip(frames, frames[1:]):
+                if (callee, caller) == ("Bag.__len__", "drain"):
+                    lines[line] += 1
+        seen = sum(lines.values())
+        self.assertGreater(seen, 100)
+        self.assertGreaterEqual(lines[at["WHILE_TEST"]] / seen, 0.95,
+                                f"the lines of drain() below __len__: "
+                                f"{dict(lines)}; WHILE_TEST is line "
+                                f"{at['WHILE_TEST']}")
 
     # The jitdump backend: each line trampoline's code load carries its
     # pads, a debug entry per row and the unwind table of its slot.
