@@ -311,28 +311,37 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
     def test_dwarf(self):
         self.check_accuracy(self.record_lines(("--call-graph", "dwarf")))
 
+    def record_program(self, name, source, frequency, seconds):
+        """perf record of `source` (which prints "PID N" and runs for its
+        first argument, `seconds`) with -X perf_lines: -g on the
+        frame-pointer build, --call-graph dwarf on the other.  Its stdout,
+        its script's path and the perf.data file."""
+        callgraph = ("-g",) if HAVE_FRAME_POINTERS else ("--call-graph",
+                                                         "dwarf")
+        script = make_script(self.tmp, name, source)
+        data = os.path.join(self.tmp, "perf.data")
+        self.addCleanup(os_helper.unlink, data)
+        cmd = perf_command("record", "-F", frequency, *callgraph, "-o", data,
+                           "--", sys.executable, "-X", "perf_lines", script,
+                           seconds)
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              env=env_with(), timeout=300)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        self.forget_pid(script_pid(proc.stdout))
+        self.assertNotIn("Warning", proc.stderr)
+        return proc.stdout, script, data
+
     def test_threads_fork_throw_recursion(self):
         # Every line a sample gives a frame of the program is one of its
         # function's lines, and the callers' lines are right, in threads
         # whose recursion goes past the stack budget (the deeper calls run
         # in the first evaluator, without lines), in a fork child, across
         # generator.throw().
-        callgraph = ("-g",) if HAVE_FRAME_POINTERS else ("--call-graph",
-                                                         "dwarf")
-        script = make_script(self.tmp, "busy_program", BUSY_PROGRAM)
-        data = os.path.join(self.tmp, "perf.data")
-        self.addCleanup(os_helper.unlink, data)
-        cmd = perf_command("record", "-F", "499", *callgraph, "-o", data,
-                           "--", sys.executable, "-X", "perf_lines", script,
-                           "2")
-        proc = subprocess.run(cmd, capture_output=True, text=True,
-                              env=env_with(), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.assertIn("done True", proc.stdout)
-        self.forget_pid(script_pid(proc.stdout))
-        self.forget_pid(int(re.search(r"^CHILD (\d+)$", proc.stdout,
+        stdout, script, data = self.record_program(
+            "busy_program", BUSY_PROGRAM, "499", "2")
+        self.assertIn("done True", stdout)
+        self.forget_pid(int(re.search(r"^CHILD (\d+)$", stdout,
                                       re.M).group(1)))
-        self.assertNotIn("Warning", proc.stderr)
         text = self.perf_script(data, "-F", "pid,ip,sym,srcline")
         samples = [python_frames(s, script) for s in parse_srclines(text)]
         spans = function_spans(BUSY_PROGRAM, script)
@@ -369,19 +378,8 @@ class LinesInSamplesTests(AccuracyChecks, PerfTestCase):
     def test_while_test_caller(self):
         # A while loop's test calls __len__: its caller is at the test's
         # line, not at the body's last call.
-        callgraph = ("-g",) if HAVE_FRAME_POINTERS else ("--call-graph",
-                                                         "dwarf")
-        script = make_script(self.tmp, "while_program", WHILE_PROGRAM)
-        data = os.path.join(self.tmp, "perf.data")
-        self.addCleanup(os_helper.unlink, data)
-        cmd = perf_command("record", "-F", "999", *callgraph, "-o", data,
-                           "--", sys.executable, "-X", "perf_lines", script,
-                           "1.5")
-        proc = subprocess.run(cmd, capture_output=True, text=True,
-                              env=env_with(), timeout=300)
-        self.assertEqual(proc.returncode, 0, proc.stderr)
-        self.forget_pid(script_pid(proc.stdout))
-        self.assertNotIn("Warning", proc.stderr)
+        _, script, data = self.record_program(
+            "while_program", WHILE_PROGRAM, "999", "1.5")
         text = self.perf_script(data, "-F", "ip,sym,srcline")
         at = marker_lines(WHILE_PROGRAM)
         lines = collections.Counter()
