@@ -499,12 +499,13 @@ class Dropper(object):
 # ---- Lines: a Python function's two frames made one -------------------------
 
 # Where a line trampoline's pads start in its symbol (x86-64,
-# Python/asm_trampoline.S): its code ends before offset 33 (with endbr64),
-# its pointer to the evaluator follows, and pad 0 is at offset 40 (48
-# with endbr64), shown at 39 where perf prints a caller's address minus
-# one (DWARF).  A plain trampoline is 16 bytes at most.  So a py:: frame
-# at this offset or beyond is a pad, and one below it is trampoline code.
-PAD_OFFSET = 36
+# Python/asm_trampoline.S): its code ends before offset 47 (with endbr64;
+# the evaluator's return address into it is at 44 at most), its pointer
+# to the evaluator follows at 48, and pad 0 is at offset 56, shown at 55
+# where perf prints a caller's address minus one (DWARF).  A plain
+# trampoline is 16 bytes at most.  So a py:: frame at this offset or
+# beyond is a pad, and one below it is trampoline code.
+PAD_OFFSET = 48
 
 
 def is_pad(frame):

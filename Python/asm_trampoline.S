@@ -98,30 +98,47 @@ _Py_trampoline_func_end:
  * below a line record.  Below its own frame record R it builds a second
  * one, L, whose return-address field is the line slot, holding the address
  * of one of the pads that follow the template in each copy (2 bytes per
- * code unit of the function, never executed):
+ * code unit of the function, never executed).  It computes the pads'
+ * offset from the code object (pads - frame->f_code, from which the
+ * evaluator's stores find the pad of a position), pushes the pad of where
+ * the frame starts (prev_instr + 1: pad 0 for a new frame, a resumed
+ * generator's own), and the offset below record L (twice, to keep the
+ * stack aligned), so that the evaluator's entry has nothing to compute:
  *
  *     R+8   return address into the caller
  *     R     caller's %rbp                      <- record R
  *     R-8   line slot: a pad                   (L's return address)
  *     R-16  R                                  <- record L, %rbp at the call
- *     R-24  (unused)
- *     R-32  the evaluator's delta              <- the evaluator's CFA
+ *     R-24  (the offset again)
+ *     R-32  the pads' offset                   <- the evaluator's CFA
  *
  *  offset (e = 4 with CET, else 0)
- *          instruction                CFA        saved %rbp
- *  0       endbr64 (with CET)         %rsp+8     (in %rbp)
- *  e       push %rbp                  %rsp+8     (in %rbp)
- *  e+1     mov %rsp, %rbp             %rsp+16    CFA-16
- *  e+4     lea pads(%rip), %rax       %rbp+16    CFA-16
- *  e+11    push %rax                  %rbp+16    CFA-16
- *  e+12    push %rbp                  %rbp+16    CFA-16
- *  e+13    mov %rsp, %rbp             %rbp+16    CFA-16
- *  e+16    sub $16, %rsp              %rbp+16    CFA-16  (record L)
- *  e+20    call *eval(%rip)           %rbp+16    CFA-16  (record L)
- *  e+26    leave                      %rbp+16    CFA-16  (record L)
- *  e+27    leave                      %rbp+16    CFA-16  (R again)
- *  e+28    ret                        %rsp+8     (in %rbp)
- *  e+29    (to 8 bytes) eval: 8 bytes, then the pads: %rbp+16, CFA-16
+ *          instruction                        CFA        saved %rbp
+ *  0       endbr64 (with CET)                 %rsp+8     (in %rbp)
+ *  e       push %rbp                          %rsp+8     (in %rbp)
+ *  e+1     mov %rsp, %rbp                     %rsp+16    CFA-16
+ *  e+4     lea pads(%rip), %rax               %rbp+16    CFA-16
+ *  e+11    sub F_CODE(%rsi), %rax             %rbp+16    CFA-16
+ *  e+15    mov PREV_INSTR(%rsi), %rcx         %rbp+16    CFA-16
+ *  e+19    lea (2 - CODE)(%rax,%rcx), %rcx    %rbp+16    CFA-16
+ *  e+27    push %rcx                          %rbp+16    CFA-16
+ *  e+28    push %rbp                          %rbp+16    CFA-16
+ *  e+29    mov %rsp, %rbp                     %rbp+16    CFA-16
+ *  e+32    push %rax                          %rbp+16    CFA-16  (record L)
+ *  e+33    push %rax                          %rbp+16    CFA-16  (record L)
+ *  e+34    call *eval(%rip)                   %rbp+16    CFA-16  (record L)
+ *  e+40    leave                              %rbp+16    CFA-16  (record L)
+ *  e+41    leave                              %rbp+16    CFA-16  (R again)
+ *  e+42    ret                                %rsp+8     (in %rbp)
+ *  e+43    (to 8 bytes) eval: 8 bytes, then the pads: %rbp+16, CFA-16
+ *
+ * The template is 56 bytes with or without CET: pad 0 is at offset 56.
+ * %rcx, the evaluator the trampoline is given, is free: a line trampoline
+ * never calls it.  F_CODE and PREV_INSTR are the offsets of f_code and
+ * prev_instr in _PyInterpreterFrame (the frame, the second argument, is
+ * in %rsi), CODE that of co_code_adaptive in PyCodeObject: constants
+ * here, which Python/perf_unwind.c checks against the structures (it
+ * refuses a template whose bytes hold other offsets).
  *
  * From the first `mov %rsp, %rbp` on, "CFA = %rbp + 16" holds as written:
  * until the second `mov` it is R's frame, from there to the first `leave`
@@ -130,6 +147,16 @@ _Py_trampoline_func_end:
  * frame again.  So DWARF unwinders walk evaluator, L, pad, caller, as
  * frame-pointer walks do.
  */
+/* (PyObject_VAR_HEAD is two pointers longer with Py_TRACE_REFS,
+   --with-trace-refs) */
+#include "pyconfig.h"
+#define PY_F_CODE 32
+#define PY_PREV_INSTR 56
+#ifdef Py_TRACE_REFS
+#  define PY_CODE 200
+#else
+#  define PY_CODE 184
+#endif
     .text
     .p2align 4
     .globl  _Py_trampoline_lines_start
@@ -146,10 +173,14 @@ _Py_trampoline_lines_start:
     mov     %rsp, %rbp
     .cfi_def_cfa_register %rbp
     lea     .Llines_pads(%rip), %rax
-    push    %rax
+    sub     PY_F_CODE(%rsi), %rax
+    mov     PY_PREV_INSTR(%rsi), %rcx
+    lea     (2 - PY_CODE)(%rax, %rcx), %rcx
+    push    %rcx
     push    %rbp
     mov     %rsp, %rbp
-    sub     $16, %rsp
+    push    %rax
+    push    %rax
     call    *.Llines_eval(%rip)
     leave
     leave

@@ -28,12 +28,20 @@
  * next_instr advances 2 bytes per code unit, so that is the pad of the
  * code unit after the instruction's own (the line table is laid out for
  * it: Python/perf_lines.c).  The slot is 24 bytes above the evaluator's
- * CFA (__builtin_dwarf_cfa()), and delta in the word at the CFA, which the
- * trampoline reserves: as a local, delta would live in a register or
- * spill slot for the whole evaluator, and GCC lays its hot paths out
- * differently (7 more instructions per call on fib, measured;
- * Doc/cpython-perf/design-lines.md, 4.7).  The trampoline writes the
- * address of pad 0 into the slot; the entry computes delta from it.
+ * CFA (__builtin_dwarf_cfa()), and in the word at the CFA the trampoline
+ * has put pads - (char *)frame->f_code, from which delta differs by a
+ * constant that folds into each store's address arithmetic.  As a local,
+ * delta would live in a register or spill slot for the whole evaluator,
+ * and GCC lays its hot paths out differently (7 more instructions per
+ * call on fib, measured; Doc/cpython-perf/design-lines.md, 4.7).
+ *
+ * The evaluator's entry has nothing to compute: the trampoline has put
+ * the pad of where the frame starts in the slot (pad 0 for a new frame,
+ * whose prev_instr is the code unit before the first; a resumed generator's
+ * or coroutine's resumption point).  Computing delta and that pad at the
+ * entry, as a first version did, cost about 4 instructions per call more
+ * than the trampoline's instructions for them (design-lines.md, section
+ * 6, item 8).
  *
  * Not every instruction stores (3 instructions each): those that call
  * (the caller's line, for the callee's samples; FOR_ITER, which calls the
@@ -70,22 +78,12 @@
 
 PyObject *_PyPerf_EvalFrameLines(PyThreadState *, _PyInterpreterFrame *, int);
 
-/* The line slot and the word holding delta, in the trampoline's frame. */
+/* The line slot, and the word where the trampoline put
+   pads - (char *)frame->f_code, in the trampoline's frame. */
 #define PERF_LINES_SLOT (*(char **)((char *)__builtin_dwarf_cfa() + 24))
-#define PERF_LINES_DELTA (*(intptr_t *)__builtin_dwarf_cfa())
-
-/* At the evaluator's entry: delta from pad 0, which the trampoline put in
-   the slot; then the pad of where the frame resumes, which is pad 0 again
-   for a new frame (prev_instr is then the code unit before the first),
-   and a resumed generator's or coroutine's line (no test: it costs more
-   than the store). */
-#define PERF_LINES_ENTRY(frame) \
-    do { \
-        PERF_LINES_DELTA = (intptr_t)PERF_LINES_SLOT \
-                           - (intptr_t)_PyCode_CODE((frame)->f_code); \
-        PERF_LINES_SLOT = (char *)((uintptr_t)((frame)->prev_instr + 1) \
-                                   + PERF_LINES_DELTA); \
-    } while (0)
+#define PERF_LINES_DELTA \
+    (*(intptr_t *)__builtin_dwarf_cfa() \
+     - (intptr_t)offsetof(PyCodeObject, co_code_adaptive))
 
 /* How far past the instruction's own code unit the stored one is, plus
    one: 1, its own line (calls); 2 + its inline caches, the line

@@ -44,6 +44,7 @@
  */
 
 #include "Python.h"
+#include "pycore_frame.h"         // _PyInterpreterFrame
 #include "perf_internal.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
@@ -166,22 +167,32 @@ template_rules(const unsigned char *code, size_t size, frame_rules *r)
 #ifdef PY_HAVE_PERF_LINES
 /* The line trampoline after an optional endbr64: its instructions, with
    the two displacements that depend on where the template ends (`eval`,
-   the evaluator's address, is its last 8 bytes). */
+   the evaluator's address, is its last 8 bytes), and the three that are
+   offsets in the interpreter's structures (checked against them here:
+   the template holds them as constants). */
 static const unsigned char lines_body[] = {
     0x55,                         /* push %rbp */
     0x48, 0x89, 0xe5,             /* mov %rsp, %rbp */
     0x48, 0x8d, 0x05, 0, 0, 0, 0, /* lea pads(%rip), %rax */
-    0x50,                         /* push %rax */
+    0x48, 0x2b, 0x46, 0,          /* sub f_code(%rsi), %rax */
+    0x48, 0x8b, 0x4e, 0,          /* mov prev_instr(%rsi), %rcx */
+    0x48, 0x8d, 0x8c, 0x08,       /* lea 2-CODE(%rax,%rcx), %rcx: CODE, */
+    0, 0, 0, 0,                   /* co_code_adaptive's offset */
+    0x51,                         /* push %rcx */
     0x55,                         /* push %rbp */
     0x48, 0x89, 0xe5,             /* mov %rsp, %rbp */
-    0x48, 0x83, 0xec, 0x10,       /* sub $16, %rsp */
+    0x50,                         /* push %rax */
+    0x50,                         /* push %rax */
     0xff, 0x15, 0, 0, 0, 0,       /* call *eval(%rip) */
     0xc9,                         /* leave */
     0xc9,                         /* leave */
     0xc3,                         /* ret */
 };
 #define LINES_LEA_DISP 7
-#define LINES_CALL_DISP 22
+#define LINES_F_CODE_DISP 14
+#define LINES_PREV_INSTR_DISP 18
+#define LINES_CODE_DISP 23
+#define LINES_CALL_DISP 36
 
 static void
 put_le32(unsigned char *p, uint32_t v)
@@ -207,6 +218,11 @@ lines_template_rules(const unsigned char *code, size_t size, frame_rules *r)
     put_le32(want + LINES_LEA_DISP, (uint32_t)(size - (e + LINES_LEA_DISP + 4)));
     put_le32(want + LINES_CALL_DISP,
              (uint32_t)(size - 8 - (e + LINES_CALL_DISP + 4)));
+    want[LINES_F_CODE_DISP] = offsetof(_PyInterpreterFrame, f_code);
+    want[LINES_PREV_INSTR_DISP] = offsetof(_PyInterpreterFrame, prev_instr);
+    put_le32(want + LINES_CODE_DISP,
+             (uint32_t)(2 - (int32_t)offsetof(PyCodeObject,
+                                              co_code_adaptive)));
     if (memcmp(code + e, want, sizeof(want)) != 0) {
         return -1;
     }
@@ -225,12 +241,12 @@ lines_template_rules(const unsigned char *code, size_t size, frame_rules *r)
         DW_CFA_advance_loc(3),
         DW_CFA_def_cfa_register, DWARF_RBP,
         /* after the second leave: CFA = rsp + 8, rbp restored */
-        DW_CFA_advance_loc(24),
+        DW_CFA_advance_loc(38),
         DW_CFA_def_cfa, DWARF_RSP, 8,
         DW_CFA_restore(DWARF_RBP),
         /* `eval` and the pads: R's frame, whose record the slot's
            address (minus one, for DWARF readers) points into */
-        (unsigned char)DW_CFA_advance_loc(size - 8 - (e + 28)),
+        (unsigned char)DW_CFA_advance_loc(size - 8 - (e + 42)),
         DW_CFA_def_cfa, DWARF_RBP, 16,
         DW_CFA_offset(DWARF_RBP), 2,
     };

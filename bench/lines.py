@@ -16,9 +16,9 @@ Per function: the bytes of trampoline files that a run of fresh with
 20,000 functions leaves in /tmp, per function, with -X perf and with -X
 perf_lines (the files' sizes; their unwritten parts are holes that take
 no disk); and the slot each function of the standard library would take
-with lines (a slot holds the template, 48 bytes with CET, 40 without,
-and 2 bytes per code unit; slots are powers of two from 64 bytes), from
-the code objects of the functions of a few large modules.
+with lines (a slot holds the template, 56 bytes, and 2 bytes per code
+unit; slots are powers of two from 64 bytes), from the code objects of
+the functions of a few large modules.
 
 Every file the runs leave in /tmp is removed, by pid.
 """
@@ -125,7 +125,7 @@ def per_function(python):
               f"{disk / n:8.1f} on disk")
     out, _ = bench.run([python, "-c", STDLIB_PROBE])
     units = json.loads(out)
-    template = 40
+    template = 56
     sizes = []
     for u in units:
         need, size = template + 2 * (u + 1), 64
