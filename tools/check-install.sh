@@ -17,7 +17,8 @@
 #   - python -m sysconfig of both says PY_HAVE_PERF_TRAMPOLINE = "1";
 #   - the venv's python imports the test modules from the installed
 #     stdlib, and `python -m test test_perf_profiler test_perfmaps
-#     test_perf_storms` passes there.
+#     test_perf_storms` passes there (but for the lines' accuracy
+#     recordings, below).
 # A failed check does not stop the others; the last line is the summary
 # "check-install: N passed, N failed" (and the exit status 1 if any
 # failed).  WORKDIR may be anywhere, under /tmp too; it is emptied first
@@ -131,9 +132,13 @@ print(*[m.__file__ for n, m in sys.modules.items() if n.startswith("test.test_pe
             fail "the venv's test modules are not the installed ones: $where"
         fi
         t0=$(date +%s)
-        # (from WORKDIR: the build tree's Lib must not be on the path)
+        # (from WORKDIR: the build tree's Lib must not be on the path.
+        # Not the lines' accuracy recordings, two minutes of the CI's 90
+        # that `make test` spends on build/ already: nothing in them
+        # depends on where the stdlib is.)
         if (cd "$work" && "$py" -m test -v test_perf_profiler test_perfmaps \
-                test_perf_storms > "$work/test.log" 2>&1); then
+                test_perf_storms -i '*.LinesInSamplesTests.*' \
+                > "$work/test.log" 2>&1); then
             skipped=$(grep -c '\.\.\. skipped' "$work/test.log" || true)
             pass "venv: python -m test test_perf_profiler test_perfmaps test_perf_storms ($(( $(date +%s) - t0 )) s, $skipped cases skipped: $work/test.log)"
         else
