@@ -6,9 +6,10 @@
 # -X perf, and pass the parts of test_perf_profiler that depend on what
 # the generated configure found (the build's options, trampolines under
 # perf, arena files, the second evaluator of -X perf_lines and its
-# objcopy, read by addr2line, eu-stack and perf inject).  The whole package runs in `make test` on build/, whose tree
-# `make check-export` shows equal to the tarball's but for the generated
-# configure; running it again here took 5 of the CI's 90 minutes.
+# objcopy, read by addr2line, eu-stack and perf inject).  The whole
+# package runs in `make test` on build/, whose tree `make check-export`
+# shows equal to the tarball's but for the generated configure; running
+# it again here took 5 of the CI's 90 minutes.
 #
 #   check-dist.sh TARBALL WORKDIR JOBS
 set -eu
