@@ -34,6 +34,10 @@ from .test_debuggers import ptrace_problem
 HAVE_LINES = bool(sysconfig.get_config_var("PY_HAVE_PERF_LINES"))
 NO_LINES = "no line trampoline on this platform (PY_HAVE_PERF_LINES)"
 
+# Bytes of the x86-64 line trampoline's template, with or without
+# endbr64 (Python/asm_trampoline.S): pad 0 is at this offset of a slot.
+LINE_TEMPLATE = 56
+
 # The program of known lines: each marker names the line it ends.
 PROGRAM = textwrap.dedent("""\
     import os, sys, time
@@ -691,9 +695,8 @@ class LinesElsewhereTests(PerfTestCase):
         path, (value, size) = found[0]
         code, = [c for c in compile(source, script, "exec").co_consts
                  if isinstance(c, types.CodeType) and c.co_name == "f"]
-        # (the symbol's value is its file offset, vaddr == offset; the
-        # line template is 56 bytes, with or without endbr64)
-        template = 56
+        # (the symbol's value is its file offset: vaddr == offset)
+        template = LINE_TEMPLATE
         addrs, want = [value, value + template - 1], [3, 3]
         for start, end, line in code.co_lines():
             if line is None:
@@ -776,10 +779,10 @@ class LinesElsewhereTests(PerfTestCase):
         long_size, long_entries = loads[f"py::long:{script}"]
         # short: the template and its pads; its def line, then lines 4
         # and 5 from the pads of their code units, then the end
-        self.assertGreaterEqual(short_size, 56)
+        self.assertGreaterEqual(short_size, LINE_TEMPLATE)
         self.assertEqual([line for _, line, _, _ in short_entries],
                          [3, 4, 5, 3])
-        self.assertLess(long_size, 56)
+        self.assertLess(long_size, LINE_TEMPLATE)
         self.assertEqual(len(long_entries), 2)
 
     def test_other_frame_evaluator(self):
